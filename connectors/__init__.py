@@ -1,0 +1,1 @@
+"""Providers, the media store, and sources and sinks."""

@@ -1,0 +1,158 @@
+"""A loopback HTTP stub that records what an SDK sends and replays scripted replies.
+
+It is a test double for provider APIs, not a model: it binds 127.0.0.1 only, stores every
+request (path, headers, JSON body) and answers each one with the next scripted
+`StubReply`, or with what a responder function decides from the request. Replies can
+be delayed, carry any status and headers (429 with Retry-After, 500, ...), or be
+malformed bytes, so the real SDKs can be exercised against every fault.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["LoopbackStubServer", "RecordedRequest", "StubReply"]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the stub received it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        """The body parsed as JSON (None when empty)."""
+        return json.loads(self.body) if self.body else None
+
+
+@dataclass(frozen=True)
+class StubReply:
+    """A reply to play back: status, JSON (or raw bytes) body, headers, and a delay."""
+
+    body: Any = field(default_factory=dict)
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+    def encoded(self) -> bytes:
+        """The body as bytes: raw bytes as given, anything else as JSON."""
+        if isinstance(self.body, bytes):
+            return self.body
+        return json.dumps(self.body).encode()
+
+
+Responder = Callable[[RecordedRequest], "StubReply | dict[str, Any]"]
+
+
+class _ReusableServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512
+    allow_reuse_address = True
+
+
+class LoopbackStubServer:
+    """Records requests on 127.0.0.1 and answers them from a script or a responder."""
+
+    def __init__(self, responder: Responder | None = None, port: int = 0) -> None:
+        self._responder = responder
+        self._script: deque[StubReply] = deque()
+        self._lock = threading.Lock()
+        self.requests: list[RecordedRequest] = []
+        self._server = _ReusableServer(("127.0.0.1", port), self._handler_class())
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. http://127.0.0.1:40123 (no trailing slash)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, *replies: StubReply | dict[str, Any]) -> None:
+        """Queue replies, answered in order before the responder is asked."""
+        with self._lock:
+            self._script.extend(r if isinstance(r, StubReply) else StubReply(r) for r in replies)
+
+    def bodies(self, path_contains: str = "") -> list[Any]:
+        """JSON bodies of the recorded requests whose path contains `path_contains`."""
+        with self._lock:
+            return [r.json for r in self.requests if path_contains in r.path]
+
+    def start(self) -> LoopbackStubServer:
+        """Serve in a daemon thread."""
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="loopback-stub", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> LoopbackStubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _reply_for(self, request: RecordedRequest) -> StubReply:
+        with self._lock:
+            self.requests.append(request)
+            if self._script:
+                return self._script.popleft()
+        if self._responder is None:
+            return StubReply({"error": {"message": "stub has no reply scripted"}}, status=500)
+        reply = self._responder(request)
+        return reply if isinstance(reply, StubReply) else StubReply(reply)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                request = RecordedRequest(
+                    method=self.command,
+                    path=self.path,
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=body,
+                )
+                reply = stub._reply_for(request)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                payload = reply.encoded()
+                self.send_response(reply.status)
+                headers = {"Content-Type": "application/json", **reply.headers}
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_POST = _serve
+            do_GET = _serve
+            do_DELETE = _serve
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        return Handler

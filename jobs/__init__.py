@@ -1,0 +1,1 @@
+"""YAML job specs, the job graph builder and the `streamagents` command line."""

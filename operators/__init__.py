@@ -1,0 +1,1 @@
+"""PyFlink functions that run agents on keyed streams."""

@@ -1,0 +1,1 @@
+"""The data model of streamagents: messages with content parts, media refs, events, schemas."""
