@@ -1,0 +1,5 @@
+"""Chat-model providers behind one interface."""
+
+from streamagents.connectors.models.base import ChatModel
+
+__all__ = ["ChatModel"]
