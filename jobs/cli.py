@@ -1,0 +1,29 @@
+"""The `streamagents` command line: one sub-command module per area, registered here."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+# Each module has `register(subparsers)`, which adds its sub-commands and sets `handler`.
+_COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every sub-command registered."""
+    parser = argparse.ArgumentParser(
+        prog="streamagents", description="Multimodal agent jobs on Apache Flink."
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args) or 0)
