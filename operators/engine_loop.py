@@ -95,7 +95,9 @@ class EngineLoop:
         """Run `coroutine` on the loop (outside the bound) and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout_s)
 
-    def stop(self, closer: Callable[[], Awaitable[Any]] | None = None, timeout_s: float = 5.0) -> None:
+    def stop(
+        self, closer: Callable[[], Awaitable[Any]] | None = None, timeout_s: float = 5.0
+    ) -> None:
         """Cancel what still runs, await `closer()` on the loop, then stop the thread."""
         if not self._thread.is_alive():
             return
