@@ -163,10 +163,12 @@ def _json_default(value: Any) -> Any:
 
 
 def _metadata_value(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float | str | bytes):
+    if value is None or isinstance(value, bool | int | float | str):
         return value
+    if isinstance(value, bytes | bytearray):
+        return {"bytes": bytes(value)}
     if isinstance(value, dict) and set(value) == {"$bytes"}:
-        return base64.b64decode(value["$bytes"])
+        return {"bytes": base64.b64decode(value["$bytes"])}
     return {"json": json.dumps(value, default=_json_default, separators=(",", ":"))}
 
 
@@ -296,7 +298,13 @@ def _text(bounded: dict[str, Any] | None) -> str:
 def _decode_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     if not metadata:
         return {}
-    return {k: json.loads(v["json"]) if isinstance(v, dict) else v for k, v in metadata.items()}
+    return {k: _decode_metadata_value(v) for k, v in metadata.items()}
+
+
+def _decode_metadata_value(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    return value["bytes"] if "bytes" in value else json.loads(value["json"])
 
 
 def _decode_part(part: dict[str, Any]) -> dict[str, Any]:
