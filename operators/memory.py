@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from streamagents.serde.messages import ChatMessage
 
 __all__ = ["TrimResult", "history_expired", "message_bytes", "trim_history"]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.models.base import ChatModel
 from streamagents.operators.config import AgentConfig

@@ -31,7 +31,10 @@ def make_image(seed: int) -> list[object]:
     Args:
         seed: Which picture to render.
     """
-    return [TextPart(text=f"picture {seed}"), ImagePart(mime_type="image/png", data=image_bytes(seed))]
+    return [
+        TextPart(text=f"picture {seed}"),
+        ImagePart(mime_type="image/png", data=image_bytes(seed)),
+    ]
 
 
 def lookup_city(name: str) -> dict[str, str]:

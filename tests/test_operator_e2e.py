@@ -8,8 +8,10 @@ the stub received, and what the checkpoints hold.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -58,8 +60,35 @@ BAD = [
     json.dumps({"key": "x"}),
     json.dumps({"id": "nokey-1", "text": "no key here"}),
     json.dumps({"key": "b", "parts": [{"kind": "image", "mime_type": "image/png", "data": "!!"}]}),
-    json.dumps({"key": "b", "parts": [{"kind": "image", "mime_type": "text/plain", "data": "aGk="}]}),
+    json.dumps(
+        {"key": "b", "parts": [{"kind": "image", "mime_type": "text/plain", "data": "aGk="}]}
+    ),
 ]
+
+
+class CheckpointCopier:
+    """Keeps a copy of every checkpoint file while the job runs (Flink deletes them at the end)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.files: dict[str, bytes] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._copy, daemon=True)
+
+    def _copy(self) -> None:
+        while not self._stop.wait(0.05):
+            for path in self.directory.rglob("*"):
+                with contextlib.suppress(OSError):
+                    if path.is_file():
+                        self.files[str(path)] = path.read_bytes()
+
+    def __enter__(self) -> CheckpointCopier:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +127,9 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             streams.events.map(lambda s: ("event", s), Types.PICKLED_BYTE_ARRAY()),
             streams.dead_letters.map(lambda s: ("dead", s), Types.PICKLED_BYTE_ARRAY()),
         )
-        with tagged.execute_and_collect("operator-e2e") as results:
-            emitted = list(results)
+        with CheckpointCopier(root / "checkpoints") as checkpoints:
+            with tagged.execute_and_collect("operator-e2e") as results:
+                emitted = list(results)
     by_kind: dict[str, list[dict[str, Any]]] = {"output": [], "event": [], "dead": []}
     for kind, text in emitted:
         by_kind[kind].append(json.loads(text))
@@ -109,6 +139,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
         "dead": by_kind["dead"],
         "script": script,
         "root": root,
+        "checkpoints": checkpoints.files,
     }
 
 
@@ -210,8 +241,7 @@ def test_input_image_is_offloaded_and_resolved_into_the_request(job: Any) -> Non
 
 
 def test_keyed_state_holds_media_refs_not_bytes(job: Any) -> None:
-    files = [p for p in (job["root"] / "checkpoints").rglob("*") if p.is_file()]
-    blobs = [p.read_bytes() for p in files]
+    blobs = list(job["checkpoints"].values())
     digest = hashlib.sha256(TOOL_IMAGE).hexdigest().encode()
     assert any(digest in blob for blob in blobs), "no checkpoint caught the image run's ref"
     markers = [
