@@ -16,12 +16,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import operator_e2e_tools as e2e_tools
 import pytest
+from gemini_script import GeminiScript, function_responses
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
-import operator_e2e_tools as e2e_tools
-from gemini_script import GeminiScript, function_responses
 from streamagents.connectors.testing.stub_server import LoopbackStubServer
 from streamagents.operators import (
     AgentConfig,
@@ -127,9 +127,11 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             streams.events.map(lambda s: ("event", s), Types.PICKLED_BYTE_ARRAY()),
             streams.dead_letters.map(lambda s: ("dead", s), Types.PICKLED_BYTE_ARRAY()),
         )
-        with CheckpointCopier(root / "checkpoints") as checkpoints:
-            with tagged.execute_and_collect("operator-e2e") as results:
-                emitted = list(results)
+        with (
+            CheckpointCopier(root / "checkpoints") as checkpoints,
+            tagged.execute_and_collect("operator-e2e") as results,
+        ):
+            emitted = list(results)
     by_kind: dict[str, list[dict[str, Any]]] = {"output": [], "event": [], "dead": []}
     for kind, text in emitted:
         by_kind[kind].append(json.loads(text))
