@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import functools
 import json
 import os
@@ -216,9 +217,13 @@ def state_bytes_per_key(workdir: Path, keys: int = 2, turns: int = 10) -> tuple[
             assert time.monotonic() < deadline, "the image job did not finish in time"
             time.sleep(0.2)
         after, _ = latest_checkpoint(checkpoints)
-        while (latest := latest_checkpoint(checkpoints))[0] < after + 2:
+        total = None
+        while total is None:
+            number, latest = latest_checkpoint(checkpoints)
+            if number >= after + 2 and latest is not None:
+                with contextlib.suppress(FileNotFoundError):  # retention deleted it meanwhile
+                    total = sum(p.stat().st_size for p in latest.rglob("*") if p.is_file())
             time.sleep(0.1)
-        total = sum(p.stat().st_size for p in latest[1].rglob("*") if p.is_file())
     finally:
         client.cancel().result()
     return total / keys, total

@@ -83,7 +83,10 @@ def agent_stream(
     """
     name = uid or config.job_id
     parsed = records.process(ParseRecords(config.key_field), output_type=KEYED_INPUT_TYPE)
-    parsed = parsed.name(f"{name}-parse").uid(f"{name}-parse")
+    # Parse at the input's parallelism so it chains to it: a key's inputs then reach the
+    # agent in the order of their source partition (a rebalance would reorder them).
+    parallelism = records._j_data_stream.getParallelism()
+    parsed = parsed.set_parallelism(parallelism).name(f"{name}-parse").uid(f"{name}-parse")
     outputs = (
         parsed.key_by(lambda keyed: keyed[0], key_type=Types.STRING())
         .process(AgentFunction(config, runtime_factory), output_type=Types.STRING())

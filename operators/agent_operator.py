@@ -25,7 +25,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
 from pyflink.common import Types
 from pyflink.common.time import Time
 from pyflink.datastream import KeyedProcessFunction, OutputTag, ProcessFunction, RuntimeContext
@@ -42,6 +41,7 @@ from streamagents.operators.engine_metrics import EngineMetrics, UsageTotals
 from streamagents.operators.poll_schedule import PollSchedule
 from streamagents.operators.records import InputError, dead_letter_record, parse_input
 from streamagents.operators.runtime import AgentRuntime, Outcome, RunState, Step
+from streamagents.operators.stored_history import StoredHistory
 from streamagents.serde.messages import ChatMessage
 
 __all__ = [
@@ -120,15 +120,6 @@ class ParseRecords(ProcessFunction):
         yield record.key, value
 
 
-class StoredHistory(BaseModel):
-    """A key's short-term history as kept in keyed state, with when it was last written."""
-
-    model_config = ConfigDict(frozen=True)
-
-    updated_ms: int
-    messages: list[ChatMessage]
-
-
 @dataclass
 class _Call:
     """A run's pending action being performed on the loop."""
@@ -168,7 +159,7 @@ class AgentFunction(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         """Declare the keyed state, build the runtime, start the loop thread."""
         self._run = runtime_context.get_state(ValueStateDescriptor("run", Types.STRING()))
-        history = ValueStateDescriptor("history", Types.STRING())
+        history = ValueStateDescriptor("history", Types.PICKLED_BYTE_ARRAY())
         ttl = self._config.memory.ttl_seconds
         if ttl is not None:
             history.enable_time_to_live(
@@ -260,7 +251,7 @@ class AgentFunction(KeyedProcessFunction):
         stored = self._history.value()
         if stored is None:
             return []
-        history = StoredHistory.model_validate_json(stored)
+        history = StoredHistory.decode(stored)
         if self._runtime.history_expired(history.updated_ms, now_ms):
             self._history.clear()
             return []
@@ -328,9 +319,7 @@ class AgentFunction(KeyedProcessFunction):
             yield step.output
         (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
         if step.history is not None:
-            self._history.update(
-                StoredHistory(updated_ms=now_ms, messages=step.history).model_dump_json()
-            )
+            self._history.update(StoredHistory(updated_ms=now_ms, messages=step.history).encode())
         self._run.clear()
         return False
 

@@ -159,3 +159,7 @@ class GeminiScript:
     @staticmethod
     def _slow(step: int, text: str) -> tuple[dict[str, Any], float]:
         return text_reply("slow " + text.split()[-1]), 1.0
+
+    @staticmethod
+    def _held(step: int, text: str) -> tuple[dict[str, Any], float]:
+        return text_reply("held " + text.split()[-1]), 4.0

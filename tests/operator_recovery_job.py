@@ -53,6 +53,7 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
         ),
         max_in_flight=8,
         media_store=args.media,
+        offload_threshold_bytes=1024,
     )
     source = (
         FileSource.for_record_stream_format(StreamFormat.text_line_format(), args.inputs)

@@ -1,19 +1,17 @@
 """The agent operator end to end: one mini-cluster job, a real Gemini adapter, a loopback stub.
 
-The job runs every scenario of `gemini_script` at once (parallelism 2, checkpoints every
-300 ms); the tests below each check one promised behaviour on what the job emitted, what
-the stub received, and what the checkpoints hold.
+The job runs every scenario of `gemini_script` at once (parallelism 2); the tests below
+each check one promised behaviour on what the job emitted and what the stub received.
+(That keyed state holds media refs, not bytes, is checked on checkpoints in
+`test_operator_recovery.py`, whose job keeps checkpointing while runs are pending.)
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
-import threading
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import operator_e2e_tools as e2e_tools
@@ -66,31 +64,6 @@ BAD = [
 ]
 
 
-class CheckpointCopier:
-    """Keeps a copy of every checkpoint file while the job runs (Flink deletes them at the end)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.files: dict[str, bytes] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._copy, daemon=True)
-
-    def _copy(self) -> None:
-        while not self._stop.wait(0.05):
-            for path in self.directory.rglob("*"):
-                with contextlib.suppress(OSError):
-                    if path.is_file():
-                        self.files[str(path)] = path.read_bytes()
-
-    def __enter__(self) -> CheckpointCopier:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Run the shared job once; yield what it emitted, the wire log and its folders."""
@@ -98,11 +71,6 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     script = GeminiScript()
     with LoopbackStubServer(script) as stub:
         conf = configure_environment(Configuration())
-        conf.set_string("execution.checkpointing.interval", "300 ms")
-        conf.set_string("execution.checkpointing.dir", (root / "checkpoints").as_uri())
-        conf.set_string(
-            "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION"
-        )
         env = StreamExecutionEnvironment.get_execution_environment(conf)
         env.set_parallelism(2)
         env.add_python_file(e2e_tools.__file__)
@@ -127,10 +95,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             streams.events.map(lambda s: ("event", s), Types.PICKLED_BYTE_ARRAY()),
             streams.dead_letters.map(lambda s: ("dead", s), Types.PICKLED_BYTE_ARRAY()),
         )
-        with (
-            CheckpointCopier(root / "checkpoints") as checkpoints,
-            tagged.execute_and_collect("operator-e2e") as results,
-        ):
+        with tagged.execute_and_collect("operator-e2e") as results:
             emitted = list(results)
     by_kind: dict[str, list[dict[str, Any]]] = {"output": [], "event": [], "dead": []}
     for kind, text in emitted:
@@ -141,7 +106,6 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
         "dead": by_kind["dead"],
         "script": script,
         "root": root,
-        "checkpoints": checkpoints.files,
     }
 
 
@@ -240,18 +204,6 @@ def test_input_image_is_offloaded_and_resolved_into_the_request(job: Any) -> Non
     stored = {p.name for p in (job["root"] / "media").rglob("*") if p.is_file()}
     assert {hashlib.sha256(PHOTO).hexdigest(), hashlib.sha256(TOOL_IMAGE).hexdigest()} <= stored
     assert output_of(job, "photo-1")["status"] == "ok"
-
-
-def test_keyed_state_holds_media_refs_not_bytes(job: Any) -> None:
-    blobs = list(job["checkpoints"].values())
-    digest = hashlib.sha256(TOOL_IMAGE).hexdigest().encode()
-    assert any(digest in blob for blob in blobs), "no checkpoint caught the image run's ref"
-    markers = [
-        TOOL_IMAGE[1000:1100],
-        base64.b64encode(TOOL_IMAGE)[:400],
-        base64.urlsafe_b64encode(TOOL_IMAGE)[:400],
-    ]
-    assert not any(marker in blob for marker in markers for blob in blobs)
 
 
 def test_events_chain_each_run_from_input_to_output(job: Any) -> None:

@@ -9,6 +9,8 @@ each output once.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import signal
@@ -22,13 +24,25 @@ from typing import Any
 
 import pytest
 from gemini_script import GeminiScript
+from operator_e2e_tools import image_bytes
 
 from streamagents.connectors.testing.stub_server import LoopbackStubServer
 
 pytestmark = pytest.mark.e2e
 
 JOB = Path(__file__).with_name("operator_recovery_job.py")
-INPUTS = [{"id": f"r{i}", "key": f"k{i % 10}", "text": f"scenario:slow n{i}"} for i in range(60)]
+PHOTO = image_bytes(5, 20_000)
+INPUTS = [
+    {
+        "id": "held-photo",
+        "key": "photo",
+        "text": "scenario:held look",
+        "parts": [
+            {"kind": "image", "mime_type": "image/png", "data": base64.b64encode(PHOTO).decode()}
+        ],
+    },
+    *({"id": f"r{i}", "key": f"k{i % 10}", "text": f"scenario:slow n{i}"} for i in range(60)),
+]
 
 
 def job_command(mode: str, folder: Path, stub: LoopbackStubServer, *extra: str) -> list[str]:
@@ -109,6 +123,18 @@ def checkpoint_number(folder: Path) -> int:
     return int(latest.name.split("-")[1]) if latest is not None else 0
 
 
+def assert_state_holds_refs_not_bytes(checkpoint: Path, media: bytes) -> None:
+    """The checkpoint names `media` by its digest (a run holds it) but holds none of its bytes."""
+    blobs = [p.read_bytes() for p in checkpoint.rglob("*") if p.is_file()]
+    assert any(hashlib.sha256(media).hexdigest().encode() in blob for blob in blobs)
+    markers = [
+        media[1000:1100],
+        base64.b64encode(media)[:400],
+        base64.urlsafe_b64encode(media)[:400],
+    ]
+    assert not any(marker in blob for marker in markers for blob in blobs)
+
+
 def test_killed_job_resumes_from_its_last_checkpoint_with_each_output_once(
     workdir: Path,
 ) -> None:
@@ -120,6 +146,7 @@ def test_killed_job_resumes_from_its_last_checkpoint_with_each_output_once(
         )
         checkpoint = latest_checkpoint(workdir)
         assert checkpoint is not None
+        assert_state_holds_refs_not_bytes(checkpoint, PHOTO)
         before = len(committed_outputs(workdir))
         assert before < len(INPUTS), "the job finished before it was killed"
         run_until(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from agent_doubles import ScriptedTestModel, answer, calls, drive
+
 from streamagents.connectors.media import MediaStore
 from streamagents.operators.config import AgentConfig, Budgets, ModelSpec
 from streamagents.operators.runtime import AgentRuntime, InputError, parse_input

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from agent_doubles import ScriptedTestModel, answer, calls, drive
+
 from streamagents.connectors.media import MediaStore
 from streamagents.operators.config import AgentConfig, MemoryConfig, ModelSpec
 from streamagents.operators.runtime import AgentRuntime, Outcome, RunState

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from agent_doubles import ScriptedTestModel, answer, calls, drive
+
 from streamagents.connectors.media import MediaStore
 from streamagents.operators.config import AgentConfig, ModelSpec
 from streamagents.operators.runtime import AgentRuntime
