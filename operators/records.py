@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
 from streamagents.serde.messages import ChatMessage, Part, TextPart
 
 __all__ = ["InputError", "InputRecord", "dead_letter_record", "parse_input"]

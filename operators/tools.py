@@ -32,6 +32,7 @@ from typing import Any, get_type_hints
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import (
     AudioPart,

@@ -106,6 +106,10 @@ def drive(
         now_ms += step_ms
         step = runtime.advance(step.state, outcome, now_ms, list(history))
         steps.append(step)
+    from streamagents.serde.events import AgentEvent
+
+    for event in (e for s in steps for e in s.events):
+        AgentEvent.model_validate_json(event)  # every record is a valid event-log event
     events = [json.loads(e) for s in steps for e in s.events]
     return Finished(
         steps=steps,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from agent_doubles import ScriptedTestModel, answer, calls, drive
+
 from streamagents.connectors.media import MediaStore
 from streamagents.operators.config import AgentConfig, Budgets, ModelSpec
 from streamagents.operators.runtime import AgentRuntime, InputError, parse_input
@@ -54,7 +55,8 @@ def test_provider_error_ends_the_run_with_error_output_and_dead_letter(tmp_path:
     assert done.history is None
     types = [e["event_type"] for e in done.events]
     assert types[-3:] == ["chat_response", "error", "output"]
-    assert done.events[-3]["error_class"] == "RateLimitedTestError"
+    assert done.events[-3]["payload"]["error_class"] == "RateLimitedTestError"
+    assert done.events[-2]["payload"]["error_message"] == "429 quota exhausted for model scripted"
 
 
 def test_tool_exception_goes_back_to_the_model_and_the_run_continues(tmp_path: Path) -> None:
@@ -65,7 +67,7 @@ def test_tool_exception_goes_back_to_the_model_and_the_run_continues(tmp_path: P
     result = runtime.model.calls[1].messages[-1]
     assert result.is_error and result.content == "ValueError: station Oz is offline"
     response = next(e for e in done.events if e["event_type"] == "tool_response")
-    assert response["tool_results"][0]["is_error"] is True
+    assert response["payload"]["tool_results"][0]["is_error"] is True
 
 
 def test_one_unknown_tool_call_is_answered_with_an_error_and_the_model_recovers(

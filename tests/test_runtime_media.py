@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 
 from agent_doubles import ScriptedTestModel, answer, calls, drive
+
 from streamagents.connectors.media import MediaStore
 from streamagents.operators.config import AgentConfig, ModelSpec
-from streamagents.operators.runtime import AgentRuntime
+from streamagents.operators.memory import pack_messages, unpack_messages
+from streamagents.operators.runtime import AgentRuntime, RunState
 from streamagents.operators.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart
@@ -55,8 +57,8 @@ def test_input_media_above_the_threshold_is_offloaded_and_the_model_gets_the_ref
     assert image.ref.sha256 == hashlib.sha256(BIG).hexdigest()
     assert runtime.store.get(image.ref) == BIG
     input_event = done.events[0]
-    assert input_event["messages"][0]["parts"][1]["ref"]["size_bytes"] == len(BIG)
-    assert input_event["messages"][0]["parts"][1]["data"] is None
+    logged = input_event["payload"]["messages"][0]["parts"][1]
+    assert logged["ref"]["size_bytes"] == len(BIG) and logged["data"] is None
 
 
 def test_input_media_below_the_threshold_stays_inline(tmp_path: Path) -> None:
@@ -122,9 +124,13 @@ def test_state_stays_small_after_ten_turns_with_five_megabyte_images(tmp_path: P
     for turn in range(10):
         raw = json.dumps({"id": f"t{turn}", "key": "k", "text": "describe", "parts": parts})
         done = drive(runtime, raw, history=history)
-        largest_state = max(largest_state, *(len(s.model_dump_json()) for s in done.states))
+        for state in done.states:
+            assert RunState.unpack(state.pack()) == state.model_copy(
+                update={"messages": unpack_messages(pack_messages(state.messages))}
+            )
+            largest_state = max(largest_state, len(state.pack()))
         assert done.history is not None
-        history = done.history
-    history_bytes = sum(len(m.model_dump_json()) for m in history)
-    assert largest_state < 8192
-    assert history_bytes < 16384
+        history = unpack_messages(pack_messages(done.history))
+    assert len(history) == 20
+    assert largest_state < 4096
+    assert len(pack_messages(history)) < 16384

@@ -9,6 +9,7 @@ from typing import Literal, Optional
 
 import pytest
 from pydantic import BaseModel, Field
+
 from streamagents.operators.tools import (
     Tool,
     ToolImportError,
