@@ -40,7 +40,7 @@ from streamagents.operators.records import (
 from streamagents.operators.run_events import event_id_for, make_event
 from streamagents.operators.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
-from streamagents.serde.messages import ChatMessage, MediaRef, ToolCall
+from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
 
 __all__ = [
     "AgentRuntime",
@@ -299,12 +299,25 @@ class AgentRuntime:
         return Step(state=run.snapshot(ModelAction(request_event_id=request_id)), events=run.events)
 
     def loggable(self, message: ChatMessage) -> ChatMessage:
-        """The message as events carry it: every inline media part stored and sent as a ref."""
-        if self.config.event_log_level == "off" or not any(
-            p.data is not None for p in message.media
-        ):
+        """The message as events carry it: inline media stored and sent as refs.
+
+        Should the store fail, each inline part is logged as a text placeholder instead, so
+        logging never fails a run."""
+        if not any(p.data is not None for p in message.media):
             return message
-        return self.store.offload(message, 0)
+        try:
+            return self.store.offload(message, 0)
+        except Exception as exc:
+            parts = [
+                TextPart(
+                    text=f"[{p.kind} {p.mime_type}, {len(p.data)} bytes, not stored: "
+                    f"{type(exc).__name__}]"
+                )
+                if not isinstance(p, TextPart) and p.data is not None
+                else p
+                for p in message.parts
+            ]
+            return message.model_copy(update={"parts": parts})
 
     def _keep_raw(self, raw: str) -> tuple[str | None, MediaRef | None]:
         """Keep a small raw input in state; put a large one in the store and keep its ref."""
@@ -409,7 +422,11 @@ class AgentRuntime:
         now_ms: int,
         history: Sequence[ChatMessage] | None = None,
     ) -> Step:
-        """Apply what `perform` returned; `history` is the key's current short-term history."""
+        """Apply what `perform` returned and decide the next action, or finish the run.
+
+        `history` is the key's current short-term history (the list given to `perform`); the
+        new history of a finished run is computed from it, so pass it (None counts as empty).
+        An outcome for an action other than the pending one is ignored (`Step.stale`)."""
         if (
             outcome.action_id != state.pending.request_event_id
             or outcome.kind != state.pending.kind

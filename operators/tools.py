@@ -344,6 +344,7 @@ class ToolRegistry:
         self._max_workers = max_workers
         self._executor: ThreadPoolExecutor | None = None
         self._tools: dict[str, Tool] = {}
+        self._specs: list[ToolSpec] | None = None
         for item in tools:
             self.add(item)
 
@@ -358,6 +359,7 @@ class ToolRegistry:
         if new.name in self._tools:
             raise ValueError(f"two tools are named {new.name!r}; tool names must be unique")
         self._tools[new.name] = new
+        self._specs = None
         return new
 
     @property
@@ -377,7 +379,9 @@ class ToolRegistry:
 
     def specs(self) -> list[ToolSpec]:
         """What the model is told about each tool."""
-        return [t.spec() for t in self._tools.values()]
+        if self._specs is None:
+            self._specs = [t.spec() for t in self._tools.values()]
+        return list(self._specs)
 
     async def run(self, call: ToolCall) -> ChatMessage:
         """Run one call; never raises: failures become results with `is_error=True`."""

@@ -15,7 +15,7 @@ from streamagents.operators.memory import pack_messages, unpack_messages
 from streamagents.operators.runtime import AgentRuntime, RunState
 from streamagents.operators.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
-from streamagents.serde.messages import ChatMessage, ImagePart, TextPart
+from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart
 
 BIG = b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"seed").digest() * 4096  # ~128 KiB
 SMALL = b"\x89PNG\r\n\x1a\n" + b"\x00" * 100
@@ -66,6 +66,17 @@ def test_input_media_below_the_threshold_stays_inline(tmp_path: Path) -> None:
     drive(runtime, image_input(SMALL))
     assert isinstance(runtime.model, ScriptedTestModel)
     assert runtime.model.calls[0].messages[-1].parts[1].data == SMALL
+
+
+def test_events_carry_small_inline_media_as_refs_while_state_keeps_it_inline(
+    tmp_path: Path,
+) -> None:
+    runtime = make_runtime(tmp_path, answer("tiny"))
+    done = drive(runtime, image_input(SMALL))
+    assert done.states[0].messages[0].parts[1].data == SMALL
+    logged = done.events[0]["payload"]["messages"][0]["parts"][1]
+    assert logged["data"] is None and logged["ref"]["sha256"] == hashlib.sha256(SMALL).hexdigest()
+    assert runtime.store.get(MediaRef.model_validate(logged["ref"])) == SMALL
 
 
 def test_a_tool_image_is_stored_and_travels_as_a_ref_in_state_and_request(
