@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models.base import ChatModel
+from streamagents.connectors.models import ChatModel, create_model
 from streamagents.operators.config import AgentConfig
 from streamagents.operators.memory import history_expired, packed_message, trim_history
 from streamagents.operators.records import (
@@ -237,8 +237,6 @@ class AgentRuntime:
     @classmethod
     def from_config(cls, config: AgentConfig) -> AgentRuntime:
         """Build the model, tools and media store a config names."""
-        from streamagents.connectors.models import create_model  # type: ignore[attr-defined]
-
         store = MediaStore(config.media_store)
         spec = config.model
         model = create_model(spec.provider, spec.model, media_store=store, **spec.options)
