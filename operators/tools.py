@@ -54,6 +54,7 @@ _GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _NUMPY_ENTRY = re.compile(r"^(\w+)\s*(?::.*)?$")
 _SPHINX_PARAM = re.compile(r"^:(?:param|parameter|arg|argument)\s+(?:[^:]*\s)?(\w+):\s*(.*)$")
 _SPHINX_FIELD = re.compile(r"^:\w+")
+_SCHEMA_VALUES = frozenset({"default", "enum", "const", "examples"})  # data, not schemas
 
 
 class ToolImportError(ValueError):
@@ -133,6 +134,8 @@ def _clean_schema(node: Any) -> Any:
             continue
         if key in ("properties", "$defs") and isinstance(value, dict):
             cleaned[key] = {name: _clean_schema(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_VALUES:
+            cleaned[key] = value
         else:
             cleaned[key] = _clean_schema(value)
     return cleaned
@@ -398,17 +401,26 @@ class ToolRegistry:
             )
             return self._error(call, f"invalid arguments for tool {call.name!r}: {problems}")
         try:
-            value = await asyncio.wait_for(self._invoke(found, kwargs), timeout=self.timeout_s)
-            content = tool_result_content(value)
-            return ChatMessage.tool_result(call.id, call.name, content)
+            value, raised = await asyncio.wait_for(self._guarded(found, kwargs), self.timeout_s)
         except asyncio.TimeoutError:
             return self._error(call, f"tool {call.name!r} timed out after {self.timeout_s:g} s")
-        except Exception as exc:
+        if raised is not None:
+            return self._error(call, f"{type(raised).__name__}: {raised}")
+        try:
+            return ChatMessage.tool_result(call.id, call.name, tool_result_content(value))
+        except Exception as exc:  # a return value that is neither text, JSON nor media
             return self._error(call, f"{type(exc).__name__}: {exc}")
 
     async def run_all(self, calls: Sequence[ToolCall]) -> list[ChatMessage]:
         """Run the calls of one model turn concurrently; results keep the calls' order."""
         return list(await asyncio.gather(*(self.run(call) for call in calls)))
+
+    async def _guarded(self, found: Tool, kwargs: dict[str, Any]) -> tuple[Any, Exception | None]:
+        """Run the tool; its own exceptions (a TimeoutError too) come back as values."""
+        try:
+            return await self._invoke(found, kwargs), None
+        except Exception as exc:
+            return None, exc
 
     async def _invoke(self, found: Tool, kwargs: dict[str, Any]) -> Any:
         if found.is_async:

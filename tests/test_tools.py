@@ -252,6 +252,24 @@ def test_raised_exception_becomes_error_result_with_the_message() -> None:
     assert result.content == "RuntimeError: no weather station in Oz"
 
 
+def test_a_tool_s_own_timeout_error_is_not_mistaken_for_the_call_timeout() -> None:
+    async def upstream() -> str:
+        raise TimeoutError("the weather service did not answer")
+
+    result = run(ToolRegistry([upstream]), "upstream")
+    assert result.is_error
+    assert result.content == "TimeoutError: the weather service did not answer"
+
+
+def test_schema_keeps_defaults_that_look_like_schema_keywords() -> None:
+    def labelled(meta: dict = {"title": "kept"}) -> str:  # noqa: B006 - a default to inspect
+        return "x"
+
+    assert Tool.from_function(labelled).parameters["properties"]["meta"]["default"] == {
+        "title": "kept"
+    }
+
+
 def test_invalid_arguments_become_error_result_naming_the_field() -> None:
     def count(n: int, unit: Literal["a", "b"] = "a") -> int:
         return n
