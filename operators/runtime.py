@@ -38,6 +38,7 @@ from streamagents.operators.records import (
     parse_input,
 )
 from streamagents.operators.run_events import event_id_for, make_event
+from streamagents.operators.settle import settle
 from streamagents.operators.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
@@ -353,40 +354,39 @@ class AgentRuntime:
     # -- perform ---------------------------------------------------------------------------
 
     async def perform(self, state: RunState, history: Sequence[ChatMessage]) -> Outcome:
-        """Do the pending action: one model call, or the turn's tool calls concurrently."""
+        """Do the pending action: one model call, or the turn's tool calls concurrently.
+
+        Never raises: a failure, or the run deadline passing during the call, comes back as
+        `Outcome.error`. Changes nothing, so it may be issued again for the same state."""
         pending = state.pending
         started = time.monotonic()
         deadline_ms = state.started_ms + self.config.budgets.run_timeout_s * 1000
         remaining_s = (deadline_ms - self.clock_ms()) / 1000
-        kind: Literal["model", "tools"] = "model" if isinstance(pending, ModelAction) else "tools"
+        model_turn = isinstance(pending, ModelAction)
+        outcome: dict[str, Any] = {
+            "kind": "model" if model_turn else "tools",
+            "action_id": pending.request_event_id,
+        }
+        value: Any = None
+        raised: Exception | None = None
         try:
             if remaining_s <= 0:
                 raise asyncio.TimeoutError
             if isinstance(pending, ModelAction):
-                response = await asyncio.wait_for(self._call_model(state, history), remaining_s)
-                return Outcome(
-                    kind=kind,
-                    action_id=pending.request_event_id,
-                    response=response,
-                    latency_ms=(time.monotonic() - started) * 1000,
-                )
-            results = await asyncio.wait_for(self._run_tools(pending.calls), remaining_s)
-            return Outcome(
-                kind=kind,
-                action_id=pending.request_event_id,
-                results=results,
-                latency_ms=(time.monotonic() - started) * 1000,
-            )
+                work = self._call_model(state, history)
+            else:
+                work = self._run_tools(pending.calls)
+            value, raised = await asyncio.wait_for(settle(work), remaining_s)
         except asyncio.TimeoutError:
-            error = ErrorInfo(type="RunTimeout", message="the run timed out during the call")
-        except Exception as exc:
-            error = ErrorInfo(type=type(exc).__name__, message=_clip(str(exc)))
-        return Outcome(
-            kind=kind,
-            action_id=pending.request_event_id,
-            error=error,
-            latency_ms=(time.monotonic() - started) * 1000,
-        )
+            outcome["error"] = ErrorInfo(type="RunTimeout", message="the run deadline passed")
+        else:
+            if raised is not None:
+                message = _clip(str(raised)) or type(raised).__name__
+                outcome["error"] = ErrorInfo(type=type(raised).__name__, message=message)
+            else:
+                outcome["response" if model_turn else "results"] = value
+        outcome["latency_ms"] = (time.monotonic() - started) * 1000
+        return Outcome(**outcome)
 
     async def _call_model(self, state: RunState, history: Sequence[ChatMessage]) -> ChatResponse:
         request: list[ChatMessage] = []

@@ -33,6 +33,7 @@ from typing import Any, get_type_hints
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from streamagents.operators.settle import settle
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import (
     AudioPart,
@@ -401,7 +402,9 @@ class ToolRegistry:
             )
             return self._error(call, f"invalid arguments for tool {call.name!r}: {problems}")
         try:
-            value, raised = await asyncio.wait_for(self._guarded(found, kwargs), self.timeout_s)
+            value, raised = await asyncio.wait_for(
+                settle(self._invoke(found, kwargs)), self.timeout_s
+            )
         except asyncio.TimeoutError:
             return self._error(call, f"tool {call.name!r} timed out after {self.timeout_s:g} s")
         if raised is not None:
@@ -414,13 +417,6 @@ class ToolRegistry:
     async def run_all(self, calls: Sequence[ToolCall]) -> list[ChatMessage]:
         """Run the calls of one model turn concurrently; results keep the calls' order."""
         return list(await asyncio.gather(*(self.run(call) for call in calls)))
-
-    async def _guarded(self, found: Tool, kwargs: dict[str, Any]) -> tuple[Any, Exception | None]:
-        """Run the tool; its own exceptions (a TimeoutError too) come back as values."""
-        try:
-            return await self._invoke(found, kwargs), None
-        except Exception as exc:
-            return None, exc
 
     async def _invoke(self, found: Tool, kwargs: dict[str, Any]) -> Any:
         if found.is_async:

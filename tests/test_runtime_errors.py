@@ -163,3 +163,11 @@ def test_input_error_never_quotes_the_media_payload() -> None:
     with pytest.raises(InputError) as caught:
         parse_input(raw % secret, "key")
     assert secret not in str(caught.value) and "AAAA" not in str(caught.value)
+
+
+def test_a_timeout_raised_by_the_model_call_is_a_provider_error_not_the_run_budget(
+    tmp_path: Path,
+) -> None:
+    done = drive(make_runtime(tmp_path, TimeoutError("read timed out")), RAW)
+    assert done.output["error"] == {"type": "TimeoutError", "message": "read timed out"}
+    assert done.dead_letter is not None and done.dead_letter["error_type"] == "TimeoutError"
