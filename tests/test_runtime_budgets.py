@@ -6,12 +6,10 @@ import asyncio
 import json
 from pathlib import Path
 
-from agent_doubles import ScriptedTestModel, answer, calls, drive
+from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
-from streamagents.connectors.media import MediaStore
-from streamagents.operators.config import AgentConfig, Budgets, ModelSpec
+from streamagents.operators.config import Budgets
 from streamagents.operators.runtime import AgentRuntime
-from streamagents.operators.tools import ToolRegistry
 
 RAW = '{"id": "in-1", "key": "k", "text": "go"}'
 
@@ -21,14 +19,8 @@ def ping() -> str:
     return "pong"
 
 
-def make_runtime(tmp_path: Path, budgets: Budgets, *replies: object) -> AgentRuntime:
-    cfg = AgentConfig(
-        model=ModelSpec(provider="test", model="scripted"),
-        media_store=str(tmp_path / "media"),
-        budgets=budgets,
-    )
-    model = ScriptedTestModel(list(replies))  # type: ignore[arg-type]
-    return AgentRuntime(cfg, model, ToolRegistry([ping]), MediaStore(cfg.media_store))
+def make_runtime(tmp_path: Path, budgets: Budgets, *replies: Reply) -> AgentRuntime:
+    return scripted_runtime(tmp_path, replies, [ping], budgets=budgets)
 
 
 def assert_budget_error(output: dict, budget: str, limit: float) -> None:

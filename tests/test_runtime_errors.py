@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_doubles import ScriptedTestModel, answer, calls, drive
+from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
-from streamagents.connectors.media import MediaStore
-from streamagents.operators.config import AgentConfig, Budgets, ModelSpec
+from streamagents.operators.config import Budgets
 from streamagents.operators.runtime import AgentRuntime, InputError, parse_input
-from streamagents.operators.tools import ToolRegistry
 
 RAW = '{"id": "in-1", "key": "k", "text": "go", "source": "test"}'
 
@@ -24,14 +23,8 @@ def flaky(city: str) -> str:
     raise ValueError(f"station {city} is offline")
 
 
-def make_runtime(tmp_path: Path, *replies: object, **config: object) -> AgentRuntime:
-    cfg = AgentConfig(
-        model=ModelSpec(provider="test", model="scripted"),
-        media_store=str(tmp_path / "media"),
-        **config,  # type: ignore[arg-type]
-    )
-    model = ScriptedTestModel(list(replies))  # type: ignore[arg-type]
-    return AgentRuntime(cfg, model, ToolRegistry([flaky]), MediaStore(cfg.media_store))
+def make_runtime(tmp_path: Path, *replies: Reply, **config: Any) -> AgentRuntime:
+    return scripted_runtime(tmp_path, replies, [flaky], **config)
 
 
 def test_provider_error_ends_the_run_with_error_output_and_dead_letter(tmp_path: Path) -> None:

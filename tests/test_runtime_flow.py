@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_doubles import ScriptedTestModel, answer, calls, drive
+from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
-from streamagents.connectors.media import MediaStore
-from streamagents.operators.config import AgentConfig, MemoryConfig, ModelSpec
+from streamagents.operators.config import MemoryConfig, ModelSpec
 from streamagents.operators.runtime import AgentRuntime, Outcome, RunState
-from streamagents.operators.tools import ToolRegistry
 from streamagents.serde.messages import ChatMessage
 
 
@@ -30,15 +29,12 @@ def clock() -> str:
     return "12:00"
 
 
-def make_runtime(tmp_path: Path, *replies: object, **config: object) -> AgentRuntime:
-    cfg = AgentConfig(
-        model=ModelSpec(provider="test", model="scripted", generation={"temperature": 0.1}),
-        system_prompt="You are terse.",
-        media_store=str(tmp_path / "media"),
-        **config,  # type: ignore[arg-type]
+def make_runtime(tmp_path: Path, *replies: Reply, **config: Any) -> AgentRuntime:
+    model = ModelSpec(provider="test", model="scripted", generation={"temperature": 0.1})
+    prompt = "You are terse."
+    return scripted_runtime(
+        tmp_path, replies, [weather, clock], model=model, system_prompt=prompt, **config
     )
-    model = ScriptedTestModel(list(replies))  # type: ignore[arg-type]
-    return AgentRuntime(cfg, model, ToolRegistry([weather, clock]), MediaStore(cfg.media_store))
 
 
 def scripted(runtime: AgentRuntime) -> ScriptedTestModel:

@@ -7,13 +7,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from agent_doubles import ScriptedTestModel, answer, calls, drive
+from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
-from streamagents.connectors.media import MediaStore
-from streamagents.operators.config import AgentConfig, ModelSpec
 from streamagents.operators.memory import pack_messages, unpack_messages
 from streamagents.operators.runtime import AgentRuntime, RunState
-from streamagents.operators.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart
 
@@ -30,14 +27,8 @@ def camera(name: str) -> list:
     return [f"camera {name}", ImagePart(data=BIG, mime_type="image/png")]
 
 
-def make_runtime(tmp_path: Path, *replies: object, threshold: int = 65536) -> AgentRuntime:
-    cfg = AgentConfig(
-        model=ModelSpec(provider="test", model="scripted"),
-        media_store=str(tmp_path / "media"),
-        offload_threshold_bytes=threshold,
-    )
-    model = ScriptedTestModel(list(replies))  # type: ignore[arg-type]
-    return AgentRuntime(cfg, model, ToolRegistry([camera]), MediaStore(cfg.media_store))
+def make_runtime(tmp_path: Path, *replies: Reply) -> AgentRuntime:
+    return scripted_runtime(tmp_path, replies, [camera])
 
 
 def image_input(data: bytes, **fields: object) -> str:
