@@ -133,7 +133,7 @@ def _clean_schema(node: Any) -> Any:
     for key, value in node.items():
         if key == "title" and isinstance(value, str):
             continue
-        if key in ("properties", "$defs") and isinstance(value, dict):
+        if key == "properties" and isinstance(value, dict):
             cleaned[key] = {name: _clean_schema(sub) for name, sub in value.items()}
         elif key in _SCHEMA_VALUES:
             cleaned[key] = value
