@@ -241,7 +241,11 @@ class AgentRuntime:
         store = MediaStore(config.media_store)
         spec = config.model
         model = create_model(spec.provider, spec.model, media_store=store, **spec.options)
-        tools = ToolRegistry.from_paths(config.tools, timeout_s=config.tool_timeout_s)
+        tools = ToolRegistry.from_paths(
+            config.tools,
+            timeout_s=config.tool_timeout_s,
+            max_workers=config.max_in_flight,  # every run in flight may be in a sync tool
+        )
         return cls(config, model, tools, store)
 
     def parse(self, raw: str) -> InputRecord:

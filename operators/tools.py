@@ -353,9 +353,11 @@ class ToolRegistry:
             self.add(item)
 
     @classmethod
-    def from_paths(cls, paths: Sequence[str], *, timeout_s: float = 60.0) -> ToolRegistry:
+    def from_paths(
+        cls, paths: Sequence[str], *, timeout_s: float = 60.0, max_workers: int = 32
+    ) -> ToolRegistry:
         """Registry of the tools named by import paths `"package.module:function"`."""
-        return cls([load_tool(path) for path in paths], timeout_s=timeout_s)
+        return cls([load_tool(p) for p in paths], timeout_s=timeout_s, max_workers=max_workers)
 
     def add(self, item: Tool | Callable[..., Any] | str) -> Tool:
         """Register a tool, a plain callable, or an import path; names must be unique."""
