@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import threading
 from typing import Literal, Optional
@@ -292,6 +293,25 @@ def test_pydantic_model_argument_arrives_as_model_instance() -> None:
     result = run(ToolRegistry([ship]), "ship", {"to": {"street": "Main 1", "zip_code": "9"}})
     assert result.content == "ok"
     assert seen == [Address(street="Main 1", zip_code="9")]
+
+
+@dataclasses.dataclass
+class Window:
+    start: int
+    end: int = 10
+
+
+def test_dataclass_argument_arrives_as_dataclass_instance() -> None:
+    seen: list[Window] = []
+
+    def scan(window: Window) -> str:
+        seen.append(window)
+        return "ok"
+
+    props = Tool.from_function(scan).parameters["properties"]["window"]
+    assert props["required"] == ["start"] and props["properties"]["end"]["default"] == 10
+    assert run(ToolRegistry([scan]), "scan", {"window": {"start": 3}}).content == "ok"
+    assert seen == [Window(start=3)]
 
 
 def test_unknown_tool_becomes_error_result_listing_known_tools() -> None:
