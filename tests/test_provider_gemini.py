@@ -437,3 +437,33 @@ def test_reply_becomes_a_chat_response_with_usage_finish_reason_and_model_versio
     body = snake(stub.requests[-1].json)
     assert "id" not in body["contents"][1]["parts"][0]["function_call"]
     assert "id" not in body["contents"][2]["parts"][0]["function_response"]
+
+
+def test_media_in_a_reply_become_parts_of_the_assistant_message(
+    stub: LoopbackStubServer,
+) -> None:
+    stub.script(
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [
+                            {"text": "Here it is."},
+                            {
+                                "inlineData": {
+                                    "mimeType": "image/png",
+                                    "data": base64.b64encode(PNG).decode(),
+                                }
+                            },
+                            {"text": "thinking...", "thought": True},
+                        ],
+                    },
+                    "finishReason": "STOP",
+                }
+            ]
+        }
+    )
+    message = model(stub).chat([ChatMessage.user("draw a square")]).message
+    assert message.content == "Here it is."
+    assert message.media == [ImagePart(mime_type="image/png", data=PNG)]
