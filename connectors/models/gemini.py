@@ -136,12 +136,11 @@ def _model_parts(message: ChatMessage, synthetic: set[str]) -> list[types.Part]:
 def _tool_result_parts(
     message: ChatMessage, synthetic: set[str], legacy_tool_media: bool
 ) -> list[types.Part]:
-    text = "".join(p.text for p in message.text_parts())
     media = message.media
     response = types.FunctionResponse(
         id=None if message.tool_call_id in synthetic else message.tool_call_id,
         name=message.name or "",
-        response={"result": text},
+        response={"result": message.content},
         parts=None
         if legacy_tool_media or not media
         else [_function_response_part(p) for p in media],
@@ -194,7 +193,9 @@ def to_request(
         elif message.role == "user":
             contents.append(types.Content(role="user", parts=_user_parts(message)))
         elif message.role == "assistant":
-            contents.append(types.Content(role="model", parts=_model_parts(message, synthetic)))
+            parts = _model_parts(message, synthetic)
+            if parts:  # an empty reply (e.g. cut off by MAX_TOKENS) has nothing to send back
+                contents.append(types.Content(role="model", parts=parts))
         else:
             parts = _tool_result_parts(message, synthetic, legacy_tool_media)
             if previous_role == "tool":
