@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import pickle
 import socket
 import time
 import traceback
@@ -286,4 +287,14 @@ def test_a_closed_model_opens_a_fresh_client_on_next_use(
         return answers
 
     assert asyncio.run(twice()) == ["ok", "ok"]
+    assert len(stub.requests) == 2
+
+
+def test_a_model_survives_pickling_and_still_calls(stub: LoopbackStubServer, wire: Wire) -> None:
+    model = wire.model(stub.url)
+    stub.script(wire.ok)
+    assert model.chat(HELLO).message.content == "ok"
+    copy = pickle.loads(pickle.dumps(model))
+    stub.script(wire.ok)
+    assert copy.chat(HELLO).message.content == "ok"
     assert len(stub.requests) == 2

@@ -116,6 +116,16 @@ class SDKChatModel(ChatModel, Generic[C]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the settings only (a Flink function may carry the model); SDK clients stay."""
+        state = self.__dict__.copy()
+        del state["_client"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._client = LoopBoundClient(self._new_client)
+
     def build_request(
         self, messages: Sequence[MessageLike], tools: Sequence[ToolLike] = (), **options: Any
     ) -> Any:
