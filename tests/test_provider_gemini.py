@@ -484,3 +484,15 @@ def test_a_store_ref_without_a_media_store_fails_before_sending(stub: LoopbackSt
     with pytest.raises(InvalidContent, match="no media_store to resolve it"):
         model(stub).chat(turn(result))
     assert stub.requests == []
+
+
+def test_vertex_ai_and_api_version_choose_the_endpoint(stub: LoopbackStubServer) -> None:
+    stub.script(OK, OK)
+    model(stub, vertexai=True).chat([ChatMessage.user("hi")])
+    model(stub, api_version="v1beta").chat([ChatMessage.user("hi")])
+    paths = [r.path for r in stub.requests]
+    assert paths == [
+        "/v1beta1/publishers/google/models/gemini-3-pro:generateContent",
+        "/v1beta/models/gemini-3-pro:generateContent",
+    ]
+    assert stub.requests[0].headers["x-goog-api-key"] == "test-key"
