@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import os
 import time
 import uuid
@@ -34,6 +35,7 @@ from streamagents.serde.events import AgentEvent
 __all__ = [
     "DEFAULT_ROLL_BYTES",
     "DEFAULT_ROLL_SECONDS",
+    "SYNC_INTERVAL",
     "EventLogWriter",
     "default_codec",
     "event_log_files",
@@ -42,6 +44,7 @@ __all__ = [
 
 DEFAULT_ROLL_BYTES = 64 * 1024 * 1024
 DEFAULT_ROLL_SECONDS = 300.0
+SYNC_INTERVAL = 256 * 1024  # bytes per Avro block before compression: bigger blocks pack better
 _SUFFIX = ".avro"
 _IN_PROGRESS = ".inprogress"
 
@@ -167,7 +170,13 @@ class EventLogWriter:
         self._in_progress = self.directory / f".{name}{_IN_PROGRESS}"
         self._file = open(self._in_progress, "xb")  # noqa: SIM115 - closed in roll()
         metadata = {"streamagents.eventlog.version": str(self.version)}
-        self._avro = Writer(self._file, self.schema, codec=self.codec, metadata=metadata)
+        self._avro = Writer(
+            self._file,
+            self.schema,
+            codec=self.codec,
+            metadata=metadata,
+            sync_interval=SYNC_INTERVAL,
+        )
         self._opened_at = time.monotonic()
 
 
@@ -192,5 +201,10 @@ def read_events(
     reader_schema = parsed_schema(LATEST_VERSION if version is None else version)
     for file in event_log_files(path):
         with open(file, "rb") as handle:
-            for record in fastavro.reader(handle, reader_schema=reader_schema):
+            records = fastavro.reader(handle)
+            writer_schema = fastavro.parse_schema(json.loads(records.metadata["avro.schema"]))
+            if writer_schema != reader_schema:  # resolving costs; skip it when they match
+                handle.seek(0)
+                records = fastavro.reader(handle, reader_schema=reader_schema)
+            for record in records:
                 yield from_record(record) if typed else record

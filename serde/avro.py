@@ -145,7 +145,18 @@ def _redact_match(match: re.Match[str]) -> str:
 
 def redact_secrets(text: str) -> str:
     """`text` with anything that looks like an API key, bearer token or password replaced."""
-    return _SECRET.sub(_redact_match, text)
+    lowered = text.lower()
+    if (  # a cheap first look: every secret pattern contains one of these
+        "aiza" in lowered
+        or "sk-" in lowered
+        or "bearer" in lowered
+        or "key" in lowered
+        or "token" in lowered
+        or "secret" in lowered
+        or "password" in lowered
+    ):
+        return _SECRET.sub(_redact_match, text)
+    return text
 
 
 def _bounded(text: str, limit: int | None) -> dict[str, Any]:
@@ -154,6 +165,16 @@ def _bounded(text: str, limit: int | None) -> dict[str, Any]:
     if limit is not None and length > limit:
         return {"text": text[:limit], "original_length": length, "truncated": True}
     return {"text": text, "original_length": length, "truncated": False}
+
+
+# Union branches that are records are named explicitly (fastavro's tuple notation), so the
+# writer does not have to try each branch against the value.
+_BOUNDED_TEXT = "io.streamagents.eventlog.BoundedText"
+_TOKEN_USAGE = "io.streamagents.eventlog.TokenUsage"
+
+
+def _optional_bounded(text: str | None, limit: int | None) -> tuple[str, dict[str, Any]] | None:
+    return None if text is None else (_BOUNDED_TEXT, _bounded(text, limit))
 
 
 def _json_default(value: Any) -> Any:
@@ -176,6 +197,9 @@ def _metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return {k: _metadata_value(v) for k, v in metadata.items()} if metadata else {}
 
 
+_PART_FIELDS = ("kind", "text", "mime_type", "sha256", "size_bytes", "uri", "url")
+
+
 class _Encoder:
     """Turns JSON-form events into Avro records for one schema version and level."""
 
@@ -184,19 +208,21 @@ class _Encoder:
         self.limit = None if level is LogLevel.VERBOSE else text_limit
 
     def part(self, part: dict[str, Any]) -> dict[str, Any]:
+        # Every field is set, even when null: fastavro writes absent fields far slower.
         kind = part["kind"]
-        record: dict[str, Any] = {"kind": kind}
+        record: dict[str, Any] = dict.fromkeys(_PART_FIELDS)
+        record["kind"] = kind
         if kind == "text":
-            record["text"] = _bounded(part["text"], self.limit)
+            record["text"] = _optional_bounded(part["text"], self.limit)
         else:
             if part.get("data") is not None:
                 raise ValueError(
                     f"{kind} part ({part.get('mime_type')}) holds inline data; the event log "
                     "takes media only as store refs or URLs, so offload it first"
                 )
-            ref = part.get("ref")
             record["mime_type"] = part["mime_type"]
             record["url"] = part.get("url")
+            ref = part.get("ref")
             if ref is not None:
                 record["sha256"] = ref["sha256"]
                 record["size_bytes"] = ref["size_bytes"]
@@ -221,7 +247,7 @@ class _Encoder:
         content = message.get("content") or ""
         record = {
             "role": message["role"],
-            "content": _bounded(content, self.limit) if content and not parts else None,
+            "content": _optional_bounded(content, self.limit) if content and not parts else None,
             "parts": [self.part(p) for p in parts],
             "tool_calls": [self.tool_call(c) for c in message.get("tool_calls") or ()],
             "tool_call_id": message.get("tool_call_id"),
@@ -235,7 +261,7 @@ class _Encoder:
     def event(self, event: dict[str, Any]) -> dict[str, Any]:
         payload = event.get("payload") or {}
         event_type = event["event_type"]
-        error_message = payload.get("error_message")
+        usage = payload.get("usage")
         attributes = payload.get("attributes") or {}
         return {
             "event_id": event["event_id"],
@@ -250,13 +276,11 @@ class _Encoder:
                 "messages": [self.message(m) for m in payload.get("messages") or ()],
                 "tool_calls": [self.tool_call(c) for c in payload.get("tool_calls") or ()],
                 "tool_results": [self.message(m) for m in payload.get("tool_results") or ()],
-                "usage": payload.get("usage"),
+                "usage": None if usage is None else (_TOKEN_USAGE, usage),
                 "model": payload.get("model"),
                 "latency_ms": payload.get("latency_ms"),
                 "error_class": payload.get("error_class"),
-                "error_message": (
-                    None if error_message is None else _bounded(error_message, self.limit)
-                ),
+                "error_message": _optional_bounded(payload.get("error_message"), self.limit),
                 "finish_reason": payload.get("finish_reason"),
                 "attempts": payload.get("attempts"),
                 "cost_usd": payload.get("cost_usd"),
