@@ -214,12 +214,7 @@ class _Encoder:
         record["kind"] = kind
         if kind == "text":
             record["text"] = _optional_bounded(part["text"], self.limit)
-        else:
-            if part.get("data") is not None:
-                raise ValueError(
-                    f"{kind} part ({part.get('mime_type')}) holds inline data; the event log "
-                    "takes media only as store refs or URLs, so offload it first"
-                )
+        else:  # AgentEvent validation has refused inline media already
             record["mime_type"] = part["mime_type"]
             record["url"] = part.get("url")
             ref = part.get("ref")
@@ -293,13 +288,17 @@ _ENCODERS: dict[tuple[int, LogLevel, int], _Encoder] = {}
 
 
 def to_record(
-    event: AgentEvent | dict[str, Any] | str,
+    event: AgentEvent | str,
     *,
     version: int = LATEST_VERSION,
     level: LogLevel | str = LogLevel.STANDARD,
     text_limit: int = DEFAULT_TEXT_LIMIT,
 ) -> dict[str, Any]:
-    """The Avro record of an event (model, JSON text or JSON-form dict) for a version."""
+    """The Avro record of an event (a model or its JSON text) for a schema version.
+
+    JSON text is validated as an `AgentEvent` first (a pydantic ValidationError, which is a
+    ValueError, names what is wrong), so every record handed to fastavro has the right
+    types: a record fastavro refused half-way would corrupt the block being written."""
     level = LogLevel.parse(level)
     if level is LogLevel.OFF:
         raise ValueError("event log level off records nothing; skip the event instead")
@@ -308,11 +307,9 @@ def to_record(
         encoder = _ENCODERS.setdefault(
             (version, level, text_limit), _Encoder(version, level, text_limit)
         )
-    if isinstance(event, AgentEvent):
-        event = event.model_dump(mode="json")
-    elif isinstance(event, str):
-        event = json.loads(event)
-    return encoder.event(event)
+    if isinstance(event, str):
+        event = AgentEvent.model_validate_json(event)
+    return encoder.event(event.model_dump(mode="json"))
 
 
 def _text(bounded: dict[str, Any] | None) -> str:

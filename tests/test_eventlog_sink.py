@@ -73,7 +73,8 @@ def test_flink_job_replaces_an_invalid_record_with_an_error_event(sink_job: dict
     assert len(errors) == 1
     assert errors[0]["payload"]["error_class"] == "InvalidEventRecord"
     assert errors[0]["payload"]["error_message"]["text"] == (
-        "event log record rejected: missing field 'event_type'"
+        "event log record rejected: event_type: Field required; job_id: Field required; "
+        "not: Extra inputs are not permitted"
     )
 
 
@@ -88,8 +89,20 @@ def test_flink_subtasks_write_distinct_rolled_files_and_leave_none_in_progress(
 
 
 def test_invalid_record_event_names_the_reason_and_keeps_the_job_id() -> None:
-    event = json.loads(invalid_record_event('{"job_id": "j1"}', KeyError("event_id")))
+    raw = '{"job_id": "j1", "event_type": "input", "sequence": -1}'
+    with pytest.raises(ValueError) as info:
+        AgentEvent.model_validate_json(raw)
+    event = json.loads(invalid_record_event(raw, info.value))
     assert event["job_id"] == "j1"
-    assert (
-        event["payload"]["error_message"] == "event log record rejected: missing field 'event_id'"
+    assert event["payload"]["error_message"] == (
+        "event log record rejected: sequence: Input should be greater than or equal to 0"
     )
+
+
+def test_invalid_json_is_reported_without_its_content() -> None:
+    raw = '{"job_id": "j1", "secret": "AIza-oops'
+    with pytest.raises(ValueError) as info:
+        AgentEvent.model_validate_json(raw)
+    event = json.loads(invalid_record_event(raw, info.value))
+    assert event["job_id"] == "unknown"
+    assert "AIza" not in event["payload"]["error_message"]
