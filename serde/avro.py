@@ -23,7 +23,7 @@ from typing import Any
 
 import fastavro
 from streamagents.serde.events import AgentEvent, EventType
-from streamagents.serde.messages import ChatMessage
+from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
 
 __all__ = [
     "DEFAULT_TEXT_LIMIT",
@@ -188,98 +188,101 @@ def _metadata_value(value: Any) -> Any:
         return value
     if isinstance(value, bytes | bytearray):
         return {"bytes": bytes(value)}
-    if isinstance(value, dict) and set(value) == {"$bytes"}:
-        return {"bytes": base64.b64decode(value["$bytes"])}
     return {"json": json.dumps(value, default=_json_default, separators=(",", ":"))}
 
 
-def _metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+def _metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     return {k: _metadata_value(v) for k, v in metadata.items()} if metadata else {}
 
 
-_PART_FIELDS = ("kind", "text", "mime_type", "sha256", "size_bytes", "uri", "url")
-
-
 class _Encoder:
-    """Turns JSON-form events into Avro records for one schema version and level."""
+    """Turns `AgentEvent` models into Avro records for one schema version and level.
+
+    Every record field is set, even when null: fastavro writes absent fields far slower."""
 
     def __init__(self, version: int, level: LogLevel, text_limit: int) -> None:
         self.shape = _SHAPES[_check_version(version)]
         self.limit = None if level is LogLevel.VERBOSE else text_limit
 
-    def part(self, part: dict[str, Any]) -> dict[str, Any]:
-        # Every field is set, even when null: fastavro writes absent fields far slower.
-        kind = part["kind"]
-        record: dict[str, Any] = dict.fromkeys(_PART_FIELDS)
-        record["kind"] = kind
-        if kind == "text":
-            record["text"] = _optional_bounded(part["text"], self.limit)
+    def part(self, part: Part) -> dict[str, Any]:
+        if isinstance(part, TextPart):
+            record: dict[str, Any] = {
+                "kind": "text",
+                "text": _optional_bounded(part.text, self.limit),
+                "mime_type": None,
+                "sha256": None,
+                "size_bytes": None,
+                "uri": None,
+                "url": None,
+            }
         else:  # AgentEvent validation has refused inline media already
-            record["mime_type"] = part["mime_type"]
-            record["url"] = part.get("url")
-            ref = part.get("ref")
-            if ref is not None:
-                record["sha256"] = ref["sha256"]
-                record["size_bytes"] = ref["size_bytes"]
-                record["uri"] = ref.get("uri")
+            ref = part.ref
+            record = {
+                "kind": part.kind,
+                "text": None,
+                "mime_type": part.mime_type,
+                "sha256": None if ref is None else ref.sha256,
+                "size_bytes": None if ref is None else ref.size_bytes,
+                "uri": None if ref is None else ref.uri,
+                "url": part.url,
+            }
         if self.shape.part_metadata:
-            record["metadata"] = _metadata(part.get("metadata"))
+            record["metadata"] = _metadata(part.metadata)
         return record
 
-    def tool_call(self, call: dict[str, Any]) -> dict[str, Any]:
-        arguments = json.dumps(call.get("arguments") or {}, separators=(",", ":"))
-        record = {
-            "id": call["id"],
-            "name": call["name"],
-            "arguments": _bounded(arguments, self.limit),
-        }
+    def tool_call(self, call: ToolCall) -> dict[str, Any]:
+        arguments = json.dumps(call.arguments, separators=(",", ":"))
+        record = {"id": call.id, "name": call.name, "arguments": _bounded(arguments, self.limit)}
         if self.shape.call_metadata:
-            record["metadata"] = _metadata(call.get("metadata"))
+            record["metadata"] = _metadata(call.metadata)
         return record
 
-    def message(self, message: dict[str, Any]) -> dict[str, Any]:
-        parts = message.get("parts") or ()
-        content = message.get("content") or ""
+    def message(self, message: ChatMessage) -> dict[str, Any]:
+        parts = message.parts
         record = {
-            "role": message["role"],
-            "content": _optional_bounded(content, self.limit) if content and not parts else None,
+            "role": message.role,
+            "content": None if parts else _optional_bounded(message.content or None, self.limit),
             "parts": [self.part(p) for p in parts],
-            "tool_calls": [self.tool_call(c) for c in message.get("tool_calls") or ()],
-            "tool_call_id": message.get("tool_call_id"),
-            "name": message.get("name"),
-            "is_error": bool(message.get("is_error")),
+            "tool_calls": [self.tool_call(c) for c in message.tool_calls],
+            "tool_call_id": message.tool_call_id,
+            "name": message.name,
+            "is_error": message.is_error,
         }
         if self.shape.message_metadata:
-            record["metadata"] = _metadata(message.get("metadata"))
+            record["metadata"] = _metadata(message.metadata)
         return record
 
-    def event(self, event: dict[str, Any]) -> dict[str, Any]:
-        payload = event.get("payload") or {}
-        event_type = event["event_type"]
-        usage = payload.get("usage")
-        attributes = payload.get("attributes") or {}
+    def event(self, event: AgentEvent) -> dict[str, Any]:
+        payload = event.payload
+        event_type = event.event_type.value
+        usage = payload.usage
         return {
-            "event_id": event["event_id"],
+            "event_id": event.event_id,
             "event_type": event_type if event_type in self.shape.event_types else "unknown",
-            "job_id": event["job_id"],
-            "key": event.get("key"),
-            "run_id": event.get("run_id"),
-            "sequence": event.get("sequence", 0),
-            "timestamp": event["timestamp_ms"],
-            "upstream_event_id": event.get("upstream_event_id"),
+            "job_id": event.job_id,
+            "key": event.key,
+            "run_id": event.run_id,
+            "sequence": event.sequence,
+            "timestamp": event.timestamp_ms,
+            "upstream_event_id": event.upstream_event_id,
             "payload": {
-                "messages": [self.message(m) for m in payload.get("messages") or ()],
-                "tool_calls": [self.tool_call(c) for c in payload.get("tool_calls") or ()],
-                "tool_results": [self.message(m) for m in payload.get("tool_results") or ()],
-                "usage": None if usage is None else (_TOKEN_USAGE, usage),
-                "model": payload.get("model"),
-                "latency_ms": payload.get("latency_ms"),
-                "error_class": payload.get("error_class"),
-                "error_message": _optional_bounded(payload.get("error_message"), self.limit),
-                "finish_reason": payload.get("finish_reason"),
-                "attempts": payload.get("attempts"),
-                "cost_usd": payload.get("cost_usd"),
-                "attributes": {k: redact_secrets(v) for k, v in attributes.items()},
+                "messages": [self.message(m) for m in payload.messages],
+                "tool_calls": [self.tool_call(c) for c in payload.tool_calls],
+                "tool_results": [self.message(m) for m in payload.tool_results],
+                "usage": None
+                if usage is None
+                else (
+                    _TOKEN_USAGE,
+                    {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+                ),
+                "model": payload.model,
+                "latency_ms": payload.latency_ms,
+                "error_class": payload.error_class,
+                "error_message": _optional_bounded(payload.error_message, self.limit),
+                "finish_reason": payload.finish_reason,
+                "attempts": payload.attempts,
+                "cost_usd": payload.cost_usd,
+                "attributes": {k: redact_secrets(v) for k, v in payload.attributes.items()},
             },
         }
 
@@ -309,7 +312,7 @@ def to_record(
         )
     if isinstance(event, str):
         event = AgentEvent.model_validate_json(event)
-    return encoder.event(event.model_dump(mode="json"))
+    return encoder.event(event)
 
 
 def _text(bounded: dict[str, Any] | None) -> str:

@@ -38,7 +38,12 @@ def _run_events(key: str = "k1") -> list[AgentEvent]:
     ask = ChatMessage.user("What is in stock?")
     answer = ChatMessage(
         role="assistant",
-        parts=[TextPart(text="checking", metadata={"thought_signature": b"\x00sig\xff"})],
+        parts=[
+            TextPart(
+                text="checking",
+                metadata={"thought_signature": b"\x00sig\xff", "trace": {"ids": [1, b"\x02"]}},
+            )
+        ],
         tool_calls=[
             ToolCall(id="c1", name="stock", arguments={"sku": "A1"}, metadata={"sig": b"\x01\x02"})
         ],
