@@ -88,11 +88,15 @@ def test_flink_subtasks_write_distinct_rolled_files_and_leave_none_in_progress(
     assert len(names) > 2  # rolled by size
 
 
-def test_invalid_record_event_names_the_reason_and_keeps_the_job_id() -> None:
-    raw = '{"job_id": "j1", "event_type": "input", "sequence": -1}'
+def _stand_in_for(raw: str) -> dict[str, Any]:
+    """The error event the sink writes in place of `raw`, which AgentEvent refuses."""
     with pytest.raises(ValueError) as info:
         AgentEvent.model_validate_json(raw)
-    event = json.loads(invalid_record_event(raw, info.value))
+    return json.loads(invalid_record_event(raw, info.value))
+
+
+def test_invalid_record_event_names_the_reason_and_keeps_the_job_id() -> None:
+    event = _stand_in_for('{"job_id": "j1", "event_type": "input", "sequence": -1}')
     assert event["job_id"] == "j1"
     assert event["payload"]["error_message"] == (
         "event log record rejected: sequence: Input should be greater than or equal to 0"
@@ -100,9 +104,6 @@ def test_invalid_record_event_names_the_reason_and_keeps_the_job_id() -> None:
 
 
 def test_invalid_json_is_reported_without_its_content() -> None:
-    raw = '{"job_id": "j1", "secret": "AIza-oops'
-    with pytest.raises(ValueError) as info:
-        AgentEvent.model_validate_json(raw)
-    event = json.loads(invalid_record_event(raw, info.value))
+    event = _stand_in_for('{"job_id": "j1", "secret": "AIza-oops')
     assert event["job_id"] == "unknown"
     assert "AIza" not in event["payload"]["error_message"]
