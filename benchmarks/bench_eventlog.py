@@ -21,6 +21,7 @@ from typing import Any
 
 import fastavro
 from fastavro.write import Writer
+
 from streamagents.connectors.eventlog import SYNC_INTERVAL, EventLogWriter, default_codec
 from streamagents.serde.avro import LATEST_VERSION, from_record, parsed_schema, to_record
 from streamagents.serde.chat import TokenUsage

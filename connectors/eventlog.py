@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 
 import fastavro
 from fastavro.write import Writer
+
 from streamagents.serde.avro import (
     DEFAULT_TEXT_LIMIT,
     LATEST_VERSION,

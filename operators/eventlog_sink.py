@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from pyflink.datastream import DataStream, ProcessFunction, RuntimeContext
+
 from streamagents.connectors.eventlog import (
     DEFAULT_ROLL_BYTES,
     DEFAULT_ROLL_SECONDS,

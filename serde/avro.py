@@ -22,6 +22,7 @@ from importlib import resources
 from typing import Any
 
 import fastavro
+
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import fastavro
 import pytest
+
 from streamagents.operators.eventlog_sink import invalid_record_event
 from streamagents.serde.chat import TokenUsage
 from streamagents.serde.events import AgentEvent, new_event
@@ -35,6 +36,7 @@ def sink_job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Runs one small PyFlink job (parallelism 2, thread mode) into an event log folder."""
     from pyflink.common import Configuration, Types
     from pyflink.datastream import StreamExecutionEnvironment
+
     from streamagents.operators.eventlog_sink import sink_event_log
 
     directory = tmp_path_factory.mktemp("eventlog")
