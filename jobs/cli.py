@@ -9,7 +9,7 @@ from collections.abc import Sequence
 __all__ = ["build_parser", "main"]
 
 # Each module has `register(subparsers)`, which adds its sub-commands and sets `handler`.
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = ("streamagents.jobs.eventlog_cli",)
 
 
 def build_parser() -> argparse.ArgumentParser:
