@@ -9,8 +9,12 @@ each check one promised behaviour on what the job emitted and what the stub rece
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
+import socket
+import threading
+import urllib.request
 from collections import Counter
 from typing import Any
 
@@ -64,6 +68,50 @@ BAD = [
 ]
 
 
+class RestMetrics:
+    """Samples the agent operator's metrics through the mini-cluster's REST API while it runs."""
+
+    def __init__(self, port: int, vertex: str) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+        self.vertex = vertex
+        self.sums: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.base + path, timeout=2) as reply:
+            return json.load(reply)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.2):
+            with contextlib.suppress(OSError, KeyError, ValueError, StopIteration):
+                job_id = next(j["jid"] for j in self._get("/jobs/overview")["jobs"])
+                vertices = self._get(f"/jobs/{job_id}")["vertices"]
+                vid = next(v["id"] for v in vertices if self.vertex in v["name"])
+                path = f"/jobs/{job_id}/vertices/{vid}/subtasks/metrics"
+                names = [m["id"] for m in self._get(path) if ".streamagents." in m["id"]]
+                if names:
+                    values = self._get(f"{path}?get={','.join(names)}&agg=sum")
+                    for metric in values:
+                        name = metric["id"].split(".streamagents.", 1)[1]
+                        self.sums[name] = float(metric["sum"])
+
+    def __enter__(self) -> RestMetrics:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Run the shared job once; yield what it emitted, the wire log and its folders."""
@@ -71,6 +119,9 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     script = GeminiScript()
     with LoopbackStubServer(script) as stub:
         conf = configure_environment(Configuration())
+        port = free_port()
+        conf.set_string("rest.port", str(port))
+        conf.set_string("metrics.fetcher.update-interval", "200")
         env = StreamExecutionEnvironment.get_execution_environment(conf)
         env.set_parallelism(2)
         env.add_python_file(e2e_tools.__file__)
@@ -95,7 +146,10 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             streams.events.map(lambda s: ("event", s), Types.PICKLED_BYTE_ARRAY()),
             streams.dead_letters.map(lambda s: ("dead", s), Types.PICKLED_BYTE_ARRAY()),
         )
-        with tagged.execute_and_collect("operator-e2e") as results:
+        with (
+            RestMetrics(port, "operator-e2e-agent") as metrics,
+            tagged.execute_and_collect("operator-e2e") as results,
+        ):
             emitted = list(results)
     by_kind: dict[str, list[dict[str, Any]]] = {"output": [], "event": [], "dead": []}
     for kind, text in emitted:
@@ -106,6 +160,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
         "dead": by_kind["dead"],
         "script": script,
         "root": root,
+        "metrics": metrics.sums,
     }
 
 
@@ -217,3 +272,13 @@ def test_events_chain_each_run_from_input_to_output(job: Any) -> None:
         assert events[-1]["event_type"] == "output"
         ids = {e["event_id"] for e in events}
         assert all(e["upstream_event_id"] in ids for e in events[1:])
+
+
+def test_metrics_count_runs_calls_and_tokens(job: Any) -> None:
+    metrics = job["metrics"]
+    assert {"in_flight", "busy_keys", "model_latency_p50_ms", "model_latency_ms"} <= set(metrics)
+    assert metrics["runs_started"] >= 10
+    assert metrics["model_calls"] >= metrics["runs_finished"] > 0
+    assert metrics["tool_calls"] > 0
+    assert metrics["tokens_in"] > 0 and metrics["tokens_out"] > 0
+    assert metrics["model_latency_p50_ms"] > 0
