@@ -261,6 +261,7 @@ class AgentFunction(KeyedProcessFunction):
         """Start runs from `raw` and then the key's queue until one is pending or none is left."""
         while raw is not None:
             now = ctx.timer_service().current_processing_time()
+            record = None
             try:
                 record = parse_input(raw, self._config.key_field)
                 history = self._load_history(now)
@@ -268,7 +269,7 @@ class AgentFunction(KeyedProcessFunction):
             except Exception as error:
                 self._metrics.runs_failed.inc()
                 self._metrics.dead_letters.inc()
-                record_id = _guess_id(raw)
+                record_id = record.id if record is not None else _guess_id(raw)
                 yield (
                     DEAD_LETTERS_TAG,
                     dead_letter_record(
