@@ -5,14 +5,16 @@ side output with the reason and the raw line; a good one goes on as `(key, raw l
 
 `AgentFunction` is a `KeyedProcessFunction` (thread mode) that keeps, per key, in keyed
 state: the run in progress (`RunState` JSON), the queue of inputs waiting for it (arrival
-order) and the short-term history. It drives an `AgentRuntime` one step at a time: `start`
-and `advance` on the task thread, `perform` on an `EngineLoop` thread. A call's result
-reaches the task thread only through a timer for its key, set at the call's estimated
-completion time. At the end of a bounded input Flink drops processing-time timers, so every
-busy key also holds a far-future event-time timer; the final watermark fires it and the
-function then waits for that key's calls, re-arming at increasing timestamps until the key
-is idle. After a restore a run without a live call has its pending action performed again
-(calls are at-least-once; state and outputs are exactly-once with a transactional sink).
+order) and the short-term history. It drives an `AgentRuntime` one step at a time: all
+state changes happen on the task thread (`start` and `advance` compute them on a helper
+thread while it waits, see `_off_task`), `perform` runs on an `EngineLoop` thread. A call's
+result reaches the task thread only through a timer for its key, set at the call's
+estimated completion time. At the end of a bounded input Flink drops processing-time
+timers, so every busy key also holds a far-future event-time timer; the final watermark
+fires it and the function then waits for that key's calls, re-arming at increasing
+timestamps until the key is idle. After a restore a run without a live call has its
+pending action performed again (calls are at-least-once; state and outputs are
+exactly-once with a transactional sink).
 """
 
 from __future__ import annotations
