@@ -12,7 +12,7 @@ import base64
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,9 +77,6 @@ def function_responses(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 yield part["function_response"]
 
 
-Scenario = Callable[[int, str], tuple[dict[str, Any], float]]
-
-
 class GeminiScript:
     """Responder for `LoopbackStubServer` playing the scenarios below; keeps a wire log."""
 
@@ -105,7 +102,7 @@ class GeminiScript:
         time.sleep(delay_s)
         with self._lock:
             self.turns.append(WireTurn(text, step, body, received, time.time()))
-        return StubReply(reply)
+        return reply if isinstance(reply, StubReply) else StubReply(reply)
 
     def turns_of(self, scenario_prefix: str) -> list[WireTurn]:
         """The logged turns whose scenario text starts with `scenario_prefix`, by step."""
@@ -159,6 +156,11 @@ class GeminiScript:
     @staticmethod
     def _slow(step: int, text: str) -> tuple[dict[str, Any], float]:
         return text_reply("slow " + text.split()[-1]), 1.0
+
+    @staticmethod
+    def _broken(step: int, text: str) -> tuple[StubReply, float]:
+        error = {"code": 400, "message": "the stub refuses", "status": "INVALID_ARGUMENT"}
+        return StubReply({"error": error}, status=400), 0.0
 
     @staticmethod
     def _held(step: int, text: str) -> tuple[dict[str, Any], float]:

@@ -55,7 +55,9 @@ GOOD = [
             {"kind": "image", "mime_type": "image/png", "data": base64.b64encode(PHOTO).decode()}
         ],
     },
+    {"id": "broken-1", "key": "broken", "text": "scenario:broken please"},
     *({"id": f"plain-{i}", "key": f"p{i % 10}", "text": f"scenario:plain n{i}"} for i in range(40)),
+    *({"id": f"slow-{i}", "key": f"s{i}", "text": f"scenario:slow n{i}"} for i in range(40)),
 ]
 BAD = [
     "not json",
@@ -237,7 +239,25 @@ def test_bad_records_go_to_dead_letters_with_reason_and_raw_input(job: Any) -> N
     assert "key" in by_input[BAD[2]]["reason"] and by_input[BAD[2]]["id"] == "nokey-1"
     assert "base64" in by_input[BAD[3]]["reason"]
     assert "mime_type" in by_input[BAD[4]]["reason"]
-    assert not any(d["stage"] == "run" for d in job["dead"])
+
+
+def test_a_provider_error_ends_the_run_with_an_error_output_and_a_dead_letter(job: Any) -> None:
+    output = output_of(job, "broken-1")
+    assert output["status"] == "error"
+    assert "the stub refuses" in output["error"]["message"]
+    (letter,) = [d for d in job["dead"] if d["stage"] == "run"]
+    assert (letter["id"], letter["key"]) == ("broken-1", "broken")
+    assert json.loads(letter["input"])["text"] == "scenario:broken please"
+
+
+def test_calls_in_flight_stay_within_max_in_flight_per_subtask(job: Any) -> None:
+    turns = job["script"].turns_of("scenario:slow")
+    edges = sorted([(t.received, 1) for t in turns] + [(t.replied, -1) for t in turns])
+    running, peak = 0, 0
+    for _, change in edges:
+        running += change
+        peak = max(peak, running)
+    assert 8 < peak <= 2 * 8, "two subtasks with max_in_flight 8 each"
 
 
 def test_a_keys_second_input_waits_for_its_first_run(job: Any) -> None:
