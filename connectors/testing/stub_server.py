@@ -95,7 +95,10 @@ class LoopbackStubServer:
     def start(self) -> LoopbackStubServer:
         """Serve in a daemon thread."""
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="loopback-stub", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="loopback-stub",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -126,6 +129,9 @@ class LoopbackStubServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes; without TCP_NODELAY the body
+            # waits on the client's delayed ACK (~40 ms per keep-alive request).
+            disable_nagle_algorithm = True
 
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
