@@ -1,0 +1,98 @@
+"""The declared agent: model, prompt, tools, memory bounds and budgets, as plain data.
+
+Every model here is pydantic, JSON-serialisable and picklable, so a config travels from the
+YAML spec to the Flink workers unchanged and is validated before any Flink object exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from streamagents.serde.avro import LogLevel
+
+__all__ = ["AgentConfig", "Budgets", "MemoryConfig", "ModelSpec"]
+
+_MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelSpec(BaseModel):
+    """Which chat model to call and how: provider, model name, client options, generation."""
+
+    model_config = _MODEL_CONFIG
+
+    provider: str = Field(description='Provider name: "gemini", "openai" or "openai-responses".')
+    model: str = Field(description="Model name as the provider spells it.")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Client constructor options (api_key, base_url, timeout, max_retries...).",
+    )
+    generation: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Per-request generation options passed to achat (temperature, ...).",
+    )
+
+
+class MemoryConfig(BaseModel):
+    """Bounds of a key's short-term memory (the conversation kept across runs)."""
+
+    model_config = _MODEL_CONFIG
+
+    max_messages: int = Field(default=40, ge=0, description="Most messages kept; 0 keeps none.")
+    max_bytes: int = Field(
+        default=262144, ge=0, description="Most bytes kept (JSON size of the messages)."
+    )
+    ttl_seconds: float | None = Field(
+        default=None, gt=0, description="Forget the history after this long without a run."
+    )
+
+
+class Budgets(BaseModel):
+    """Limits of one run; hitting one ends the run with a BudgetExceeded error output."""
+
+    model_config = _MODEL_CONFIG
+
+    max_model_calls: int = Field(default=8, ge=1, description="Model calls per run.")
+    max_tool_calls: int = Field(default=16, ge=0, description="Tool calls per run.")
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Input plus output tokens per run, summed over calls."
+    )
+    run_timeout_s: float = Field(default=300.0, gt=0, description="Wall time of one run.")
+    max_unknown_tool_calls: int = Field(
+        default=1,
+        ge=0,
+        description="Calls to tools that do not exist that a run tolerates (each one is "
+        "answered with an error result so the model can correct itself); one more ends the "
+        "run with an UnknownTool error and a dead letter.",
+    )
+
+
+class AgentConfig(BaseModel):
+    """Everything the agent runtime needs to run one agent per key."""
+
+    model_config = _MODEL_CONFIG
+
+    job_id: str = Field(default="streamagents", description="Job name written into events.")
+    model: ModelSpec = Field(description="The chat model.")
+    system_prompt: str = Field(default="", description="System instruction of every request.")
+    tools: list[str] = Field(
+        default_factory=list, description='Tool import paths, "package.module:function".'
+    )
+    key_field: str = Field(default="key", description="Dotted path of the key in an input.")
+    max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
+    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Short-term memory.")
+    budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
+    media_store: str = Field(default="media", description="Media store root: path or URI.")
+    offload_threshold_bytes: int = Field(
+        default=65536, ge=0, description="Inline media larger than this goes to the store."
+    )
+    event_log_level: str = Field(
+        default="standard", description='Event log level: "off", "standard" or "verbose".'
+    )
+    tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
+
+    @field_validator("event_log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        return LogLevel.parse(value).value

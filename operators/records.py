@@ -1,0 +1,122 @@
+"""Input parsing and the JSON records a run emits: outputs and dead letters.
+
+An input record is one JSON object (one JSONL line) with an optional `id` (else the sha256
+of the raw line, so a replay gives the same id), the key at a dotted path, `text` and/or
+`parts` (together the user message), and any other fields, kept as `attributes`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from streamagents.serde.messages import ChatMessage, Part, TextPart
+
+__all__ = ["InputError", "InputRecord", "dead_letter_record", "parse_input"]
+
+_RESERVED = ("id", "text", "parts")
+_PARTS: TypeAdapter[list[Any]] = TypeAdapter(list[Part])
+
+
+class InputError(ValueError):
+    """An input record that cannot become a run; the message says which rule it broke."""
+
+    def __init__(self, message: str, error_type: str = "InvalidInput") -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+class InputRecord(BaseModel):
+    """A parsed input: its id, key, user message, pass-through attributes and the raw line."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(description="The input's id (given, or the sha256 of the raw line).")
+    key: str = Field(description="The key value, as text.")
+    message: ChatMessage = Field(description="The user message made of text and parts.")
+    attributes: dict[str, Any] = Field(default_factory=dict, description="Other fields.")
+    raw: str = Field(description="The input line as given.")
+
+
+def _lookup(obj: dict[str, Any], dotted: str) -> Any:
+    current: Any = obj
+    for step in dotted.split("."):
+        if not isinstance(current, dict) or step not in current:
+            raise InputError(f"key field {dotted!r} is missing", "MissingKey")
+        current = current[step]
+    return current
+
+
+def _parts_errors(exc: ValidationError) -> str:
+    """Where each part is invalid and why, never the input values."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in ('parts', *err['loc']))}: {err['msg']}"
+        for err in exc.errors(include_input=False, include_url=False)
+    )
+
+
+def parse_input(raw: str, key_field: str) -> InputRecord:
+    """Parse one input line; raises `InputError` naming the broken rule (never the payload)."""
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, TypeError) as exc:
+        where = f" at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise InputError(f"input is not valid JSON{where}", "InvalidJson") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"input must be a JSON object, not {type(obj).__name__}", "InvalidJson")
+    key = _lookup(obj, key_field)
+    if isinstance(key, bool) or not isinstance(key, str | int | float):
+        raise InputError(
+            f"key field {key_field!r} must be a string or a number, not {type(key).__name__}",
+            "InvalidKey",
+        )
+    record_id = obj.get("id")
+    if record_id is None:
+        record_id = hashlib.sha256(raw.encode()).hexdigest()
+    elif not isinstance(record_id, str) or not record_id:
+        raise InputError("id must be a non-empty string when present", "InvalidId")
+    text = obj.get("text")
+    parts = obj.get("parts")
+    if text is not None and not isinstance(text, str):
+        raise InputError(f"text must be a string, not {type(text).__name__}")
+    if parts is not None and not isinstance(parts, list):
+        raise InputError(f"parts must be a list of part objects, not {type(parts).__name__}")
+    if not text and not parts:
+        raise InputError("input has neither text nor parts: nothing to send to the agent")
+    try:
+        media = _PARTS.validate_python(parts or [])
+    except ValidationError as exc:
+        raise InputError(f"invalid part: {_parts_errors(exc)}", "InvalidPart") from None
+    if media:
+        message = ChatMessage(role="user", parts=([TextPart(text=text)] if text else []) + media)
+    else:
+        message = ChatMessage(role="user", content=text or "")
+    top_key = None if "." in key_field else key_field  # a nested key's parent object stays
+    attributes = {k: v for k, v in obj.items() if k not in _RESERVED and k != top_key}
+    return InputRecord(id=record_id, key=str(key), message=message, attributes=attributes, raw=raw)
+
+
+def dead_letter_record(
+    stage: str,
+    error_type: str,
+    reason: str,
+    raw: str,
+    *,
+    key: str | None = None,
+    record_id: str | None = None,
+) -> str:
+    """A dead-letter record as JSON: where it failed, why, and the raw input as given."""
+    return json.dumps(
+        {
+            "stage": stage,
+            "error_type": error_type,
+            "reason": reason,
+            "key": key,
+            "id": record_id,
+            "input": raw,
+        },
+        ensure_ascii=False,
+    )

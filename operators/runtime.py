@@ -1,0 +1,644 @@
+"""The agent runtime: one run per input, a state machine the Flink engine drives step by step.
+
+A run goes input → model call → (tool calls → model call)* → output. The engine calls:
+
+- `start(record, history, now_ms)` when a key's next input begins its run (task thread);
+- `perform(state, history)` on its asyncio loop: the pending model call, or all pending tool
+  calls concurrently; it never raises and changes nothing, so it may be re-issued after a
+  restore;
+- `advance(state, outcome, now_ms, history)` with what `perform` returned (task thread);
+- `timeout(state, now_ms)` when the run's timer fires before it finished.
+
+Each returns a `Step`: the new `RunState` (None when the run finished), the event-log
+records to emit, and when finished the output record, maybe a dead letter, and the key's
+new short-term history. Every state change and every event happens in start/advance/timeout,
+and event ids derive from (run_id, sequence), with run_id derived from the input id, so a
+step repeated after recovery produces the same records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from streamagents.connectors.media import MediaStore
+from streamagents.connectors.models import ChatModel, create_model
+from streamagents.operators.config import AgentConfig
+from streamagents.operators.memory import history_expired, packed_message, trim_history
+from streamagents.operators.records import (
+    InputError,
+    InputRecord,
+    dead_letter_record,
+    parse_input,
+)
+from streamagents.operators.run_events import event_id_for, make_event
+from streamagents.operators.settle import settle
+from streamagents.operators.tools import ToolRegistry
+from streamagents.serde.chat import ChatResponse
+from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
+
+__all__ = [
+    "AgentRuntime",
+    "ErrorInfo",
+    "InputError",
+    "InputRecord",
+    "ModelAction",
+    "Outcome",
+    "RunState",
+    "Step",
+    "ToolAction",
+    "parse_input",
+    "run_id_for",
+]
+
+_MAX_REASON_CHARS = 1000
+
+
+def run_id_for(job_id: str, input_id: str) -> str:
+    """The run id of an input: derived from the job and the input id, so replays agree."""
+    return "run-" + hashlib.sha256(f"{job_id}\n{input_id}".encode()).hexdigest()[:32]
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…"
+
+
+class ErrorInfo(BaseModel):
+    """Why a run or a call failed: an error type and a message without secrets or bytes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str = Field(description='Error class, e.g. "BudgetExceeded", "RateLimited".')
+    message: str = Field(description="What happened, for a person.")
+    budget: str | None = Field(default=None, description="The budget that was hit, if any.")
+    limit: float | None = Field(default=None, description="That budget's limit.")
+
+
+class ModelAction(BaseModel):
+    """Pending work: one model call with the run's conversation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["model"] = "model"
+    request_event_id: str = Field(description="The chat_request event this call answers.")
+
+
+class ToolAction(BaseModel):
+    """Pending work: the tool calls of one model turn, to run concurrently."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["tools"] = "tools"
+    calls: list[ToolCall] = Field(description="The calls, in the model's order.")
+    request_event_ids: list[str] = Field(description="The tool_request event of each call.")
+
+    @property
+    def request_event_id(self) -> str:
+        """The first call's request event (identifies this action)."""
+        return self.request_event_ids[0]
+
+
+PendingAction = Annotated[ModelAction | ToolAction, Field(discriminator="kind")]
+
+
+class RunState(BaseModel):
+    """One run in progress (sensory memory and counters); the engine keeps it in keyed state."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    input_id: str
+    key: str
+    started_ms: int
+    messages: list[ChatMessage] = Field(description="The run's conversation; media as refs.")
+    model_calls: int = 0
+    tool_calls: int = 0
+    unknown_tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    sequence: int = Field(default=0, description="Sequence number of the last event emitted.")
+    last_event_id: str | None = None
+    pending: PendingAction
+    attributes: dict[str, Any] = Field(default_factory=dict, description="Passed to the output.")
+    raw: str | None = Field(default=None, description="The raw input line when it is small.")
+    raw_ref: MediaRef | None = Field(default=None, description="The raw input, in the store.")
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens so far."""
+        return self.input_tokens + self.output_tokens
+
+    def pack(self) -> str:
+        """Compact JSON for keyed state (messages as `memory.pack_messages` writes them)."""
+        data = self.model_dump(mode="json", exclude={"messages"}, exclude_none=True)
+        data["messages"] = [packed_message(m) for m in self.messages]
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def unpack(cls, text: str) -> RunState:
+        """A RunState from `pack` (or from `model_dump_json`)."""
+        return cls.model_validate_json(text)
+
+
+class Outcome(BaseModel):
+    """What `perform` did: a model response, tool results, or an error; JSON-serialisable."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["model", "tools"]
+    action_id: str = Field(description="request_event_id of the action performed.")
+    response: ChatResponse | None = None
+    results: list[ChatMessage] = Field(default_factory=list, description="Tool results, in order.")
+    error: ErrorInfo | None = None
+    latency_ms: float = 0.0
+
+
+class Step(BaseModel):
+    """What the engine must do after start/advance/timeout."""
+
+    model_config = ConfigDict(frozen=True)
+
+    state: RunState | None = Field(description="The run's new state; None when it finished.")
+    events: list[str] = Field(default_factory=list, description="Event-log records to emit.")
+    output: str | None = Field(default=None, description="Output record JSON when finished.")
+    dead_letter: str | None = Field(default=None, description="Dead-letter JSON, if any.")
+    history: list[ChatMessage] | None = Field(
+        default=None,
+        description="The key's new short-term history when the run finished and it changed; "
+        "None leaves the stored history as it is.",
+    )
+    stale: bool = Field(
+        default=False, description="The outcome was for another action and was ignored."
+    )
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run ended with this step."""
+        return self.state is None
+
+
+class _Run:
+    """Mutable working copy of a RunState while one step is computed, plus its records."""
+
+    def __init__(self, runtime: AgentRuntime, state: RunState, now_ms: int) -> None:
+        self.runtime = runtime
+        self.state = state
+        self.data: dict[str, Any] = dict(state)
+        self.data["messages"] = list(state.messages)
+        self.now_ms = now_ms
+        self.events: list[str] = []
+
+    def emit(self, event_type: str, upstream: str | None = None, **payload: Any) -> str:
+        """Record an event of the run (unless the log is off); returns its id."""
+        sequence = self.data["sequence"] + 1
+        event_id = event_id_for(self.data["run_id"], sequence)
+        if self.runtime.config.event_log_level != "off":
+            for field in ("messages", "tool_results"):
+                if field in payload:
+                    payload[field] = [self.runtime.loggable(m) for m in payload[field]]
+            self.events.append(
+                make_event(
+                    event_type,
+                    job_id=self.runtime.config.job_id,
+                    key=self.data["key"],
+                    run_id=self.data["run_id"],
+                    sequence=sequence,
+                    timestamp_ms=self.now_ms,
+                    upstream_event_id=self.data["last_event_id"] if upstream is None else upstream,
+                    **payload,
+                )
+            )
+        self.data["sequence"] = sequence
+        self.data["last_event_id"] = event_id
+        return event_id
+
+    def snapshot(self, pending: ModelAction | ToolAction) -> RunState:
+        return self.state.model_copy(update={**self.data, "pending": pending})
+
+
+class AgentRuntime:
+    """Runs agents: turns inputs into model and tool calls, budgets, memory, events, outputs."""
+
+    def __init__(
+        self, config: AgentConfig, model: ChatModel, tools: ToolRegistry, store: MediaStore
+    ) -> None:
+        self.config = config
+        self.model = model
+        self.tools = tools
+        self.store = store
+        self.clock_ms: Callable[[], float] = lambda: time.time() * 1000
+        """Wall clock `perform` bounds calls by (the engine's now_ms uses the same clock)."""
+
+    @classmethod
+    def from_config(cls, config: AgentConfig) -> AgentRuntime:
+        """Build the model, tools and media store a config names."""
+        store = MediaStore(config.media_store)
+        spec = config.model
+        model = create_model(spec.provider, spec.model, media_store=store, **spec.options)
+        tools = ToolRegistry.from_paths(
+            config.tools,
+            timeout_s=config.tool_timeout_s,
+            max_workers=config.max_in_flight,  # every run in flight may be in a sync tool
+        )
+        return cls(config, model, tools, store)
+
+    def parse(self, raw: str) -> InputRecord:
+        """Parse an input line with this agent's key field (raises `InputError`)."""
+        return parse_input(raw, self.config.key_field)
+
+    def history_expired(self, updated_ms: int | None, now_ms: int) -> bool:
+        """Whether a key's history written at `updated_ms` has outlived the memory TTL."""
+        return history_expired(updated_ms, now_ms, self.config.memory.ttl_seconds)
+
+    # -- start -----------------------------------------------------------------------------
+
+    def start(self, record: InputRecord, history: Sequence[ChatMessage], now_ms: int) -> Step:
+        """Begin the run of `record`: offload its media, log the input, ask for a model call."""
+        del history  # the run's request reads the history in perform; start changes none of it
+        run_id = run_id_for(self.config.job_id, record.id)
+        raw, raw_ref = self._keep_raw(record.raw)
+        seed = RunState(
+            run_id=run_id,
+            input_id=record.id,
+            key=record.key,
+            started_ms=now_ms,
+            messages=[],
+            pending=ModelAction(request_event_id=event_id_for(run_id, 2)),
+            attributes=record.attributes,
+            raw=raw,
+            raw_ref=raw_ref,
+        )
+        run = _Run(self, seed, now_ms)
+        try:
+            message = self.store.offload(record.message, self.config.offload_threshold_bytes)
+            missing = [
+                p.ref for p in message.media if p.ref is not None and not self.store.exists(p.ref)
+            ]
+            loggable = self.loggable(message)
+        except Exception as exc:
+            run.emit(
+                "input",
+                messages=[ChatMessage.user(record.message.content)],
+                attributes={"input_id": record.id},
+            )
+            error = ErrorInfo(type="MediaStoreError", message=_clip(str(exc)))
+            return self._fail(run, error, dead_letter=True)
+        input_event = run.emit("input", messages=[loggable], attributes={"input_id": record.id})
+        if missing:
+            digests = ", ".join(ref.sha256 for ref in missing)
+            error = ErrorInfo(
+                type="MediaNotFound",
+                message=f"the media store {self.store.root!r} has no object for ref(s) {digests}",
+            )
+            return self._fail(run, error, dead_letter=True)
+        run.data["messages"].append(message)
+        request_id = self._request_model(run, upstream=input_event)
+        return Step(state=run.snapshot(ModelAction(request_event_id=request_id)), events=run.events)
+
+    def loggable(self, message: ChatMessage) -> ChatMessage:
+        """The message as events carry it: inline media stored and sent as refs.
+
+        Should the store fail, each inline part is logged as a text placeholder instead, so
+        logging never fails a run."""
+        if not any(p.data is not None for p in message.media):
+            return message
+        try:
+            return self.store.offload(message, 0)
+        except Exception as exc:
+            parts = [
+                TextPart(
+                    text=f"[{p.kind} {p.mime_type}, {len(p.data)} bytes, not stored: "
+                    f"{type(exc).__name__}]"
+                )
+                if not isinstance(p, TextPart) and p.data is not None
+                else p
+                for p in message.parts
+            ]
+            return message.model_copy(update={"parts": parts})
+
+    def _keep_raw(self, raw: str) -> tuple[str | None, MediaRef | None]:
+        """Keep a small raw input in state; put a large one in the store and keep its ref."""
+        encoded = raw.encode()
+        if len(encoded) <= self.config.offload_threshold_bytes:
+            return raw, None
+        try:
+            return None, self.store.put(encoded, "application/json")
+        except Exception:
+            return raw, None  # keeping it inline is the only way not to lose it
+
+    def _raw_input(self, data: dict[str, Any]) -> str:
+        """The raw input line of a run, read back from the store when it was large."""
+        if data["raw"] is not None:
+            return data["raw"]
+        if data["raw_ref"] is None:
+            return ""
+        try:
+            return self.store.get(data["raw_ref"]).decode()
+        except Exception as exc:
+            return f"<raw input unavailable: {type(exc).__name__}>"
+
+    def _request_model(self, run: _Run, upstream: str) -> str:
+        """Log a chat request (its new messages are in the events before it); returns its id."""
+        return run.emit(
+            "chat_request",
+            upstream=upstream,
+            model=self.config.model.model,
+            attributes={
+                "provider": self.config.model.provider,
+                "tools": ",".join(self.tools.names),
+            },
+        )
+
+    # -- perform ---------------------------------------------------------------------------
+
+    async def perform(self, state: RunState, history: Sequence[ChatMessage]) -> Outcome:
+        """Do the pending action: one model call, or the turn's tool calls concurrently.
+
+        Never raises: a failure, or the run deadline passing during the call, comes back as
+        `Outcome.error`. Changes nothing, so it may be issued again for the same state."""
+        pending = state.pending
+        started = time.monotonic()
+        deadline_ms = state.started_ms + self.config.budgets.run_timeout_s * 1000
+        remaining_s = (deadline_ms - self.clock_ms()) / 1000
+        model_turn = isinstance(pending, ModelAction)
+        outcome: dict[str, Any] = {
+            "kind": "model" if model_turn else "tools",
+            "action_id": pending.request_event_id,
+        }
+        value: Any = None
+        raised: Exception | None = None
+        try:
+            if remaining_s <= 0:
+                raise asyncio.TimeoutError
+            if isinstance(pending, ModelAction):
+                work = self._call_model(state, history)
+            else:
+                work = self._run_tools(pending.calls)
+            value, raised = await asyncio.wait_for(settle(work), remaining_s)
+        except asyncio.TimeoutError:
+            outcome["error"] = ErrorInfo(type="RunTimeout", message="the run deadline passed")
+        else:
+            if raised is not None:
+                message = _clip(str(raised)) or type(raised).__name__
+                outcome["error"] = ErrorInfo(type=type(raised).__name__, message=message)
+            else:
+                outcome["response" if model_turn else "results"] = value
+        outcome["latency_ms"] = (time.monotonic() - started) * 1000
+        return Outcome(**outcome)
+
+    async def _call_model(self, state: RunState, history: Sequence[ChatMessage]) -> ChatResponse:
+        request: list[ChatMessage] = []
+        if self.config.system_prompt:
+            request.append(ChatMessage.system(self.config.system_prompt))
+        request.extend(history)
+        request.extend(state.messages)
+        response = await self.model.achat(
+            request, self.tools.specs(), **self.config.model.generation
+        )
+        if response.message.has_media and any(p.data is not None for p in response.message.media):
+            message = await asyncio.to_thread(self.store.offload, response.message, 0)
+            response = response.model_copy(update={"message": message})
+        return response
+
+    async def _run_tools(self, calls: Sequence[ToolCall]) -> list[ChatMessage]:
+        results = await self.tools.run_all(calls)
+        threshold = self.config.offload_threshold_bytes
+        if not any(
+            p.data is not None and len(p.data) > threshold for r in results for p in r.media
+        ):
+            return results
+        return await asyncio.to_thread(lambda: [self.store.offload(r, threshold) for r in results])
+
+    # -- advance ---------------------------------------------------------------------------
+
+    def advance(
+        self,
+        state: RunState,
+        outcome: Outcome,
+        now_ms: int,
+        history: Sequence[ChatMessage] | None = None,
+    ) -> Step:
+        """Apply what `perform` returned and decide the next action, or finish the run.
+
+        `history` is the key's current short-term history (the list given to `perform`); the
+        new history of a finished run is computed from it, so pass it (None counts as empty).
+        An outcome for an action other than the pending one is ignored (`Step.stale`)."""
+        if (
+            outcome.action_id != state.pending.request_event_id
+            or outcome.kind != state.pending.kind
+        ):
+            return Step(state=state, stale=True)
+        run = _Run(self, state, now_ms)
+        if outcome.error is not None and outcome.error.type == "RunTimeout":
+            return self._fail(run, self._timeout_error(), dead_letter=False)
+        if now_ms - state.started_ms >= self.config.budgets.run_timeout_s * 1000:
+            return self._fail(run, self._timeout_error(), dead_letter=False)
+        if isinstance(state.pending, ModelAction):
+            return self._after_model(run, state.pending, outcome, history or [])
+        return self._after_tools(run, state.pending, outcome)
+
+    def _after_model(
+        self,
+        run: _Run,
+        pending: ModelAction,
+        outcome: Outcome,
+        history: Sequence[ChatMessage],
+    ) -> Step:
+        data = run.data
+        data["model_calls"] += 1
+        if outcome.error is not None or outcome.response is None:
+            error = outcome.error or ErrorInfo(type="EmptyResponse", message="no response")
+            run.emit(
+                "chat_response",
+                upstream=pending.request_event_id,
+                error_class=error.type,
+                error_message=error.message,
+                latency_ms=outcome.latency_ms,
+            )
+            return self._fail(run, error, dead_letter=True)
+        response = outcome.response
+        message = response.message
+        data["input_tokens"] += response.usage.input_tokens
+        data["output_tokens"] += response.usage.output_tokens
+        data["messages"].append(message)
+        response_id = run.emit(
+            "chat_response",
+            upstream=pending.request_event_id,
+            messages=[message],
+            usage=response.usage,
+            model=response.model_version or self.config.model.model,
+            latency_ms=outcome.latency_ms,
+            finish_reason=response.finish_reason,
+        )
+        if not message.tool_calls:
+            return self._finish(run, message, history)
+        budgets = self.config.budgets
+        total_tokens = data["input_tokens"] + data["output_tokens"]
+        if budgets.max_tokens is not None and total_tokens >= budgets.max_tokens:
+            return self._fail(
+                run,
+                self._budget_error(
+                    "max_tokens", budgets.max_tokens, f"the run used {total_tokens} tokens"
+                ),
+            )
+        if data["model_calls"] >= budgets.max_model_calls:
+            return self._fail(
+                run,
+                self._budget_error(
+                    "max_model_calls",
+                    budgets.max_model_calls,
+                    "the model asked for tools after its last allowed call",
+                ),
+            )
+        wanted = data["tool_calls"] + len(message.tool_calls)
+        if wanted > budgets.max_tool_calls:
+            return self._fail(
+                run,
+                self._budget_error(
+                    "max_tool_calls",
+                    budgets.max_tool_calls,
+                    f"the model asked for {len(message.tool_calls)} more, {wanted} in all",
+                ),
+            )
+        request_ids = [
+            run.emit("tool_request", upstream=response_id, tool_calls=[call])
+            for call in message.tool_calls
+        ]
+        action = ToolAction(calls=list(message.tool_calls), request_event_ids=request_ids)
+        return Step(state=run.snapshot(action), events=run.events)
+
+    def _after_tools(self, run: _Run, pending: ToolAction, outcome: Outcome) -> Step:
+        data = run.data
+        if outcome.error is not None or len(outcome.results) != len(pending.calls):
+            error = outcome.error or ErrorInfo(
+                type="ToolRunError",
+                message=f"{len(outcome.results)} results for {len(pending.calls)} tool calls",
+            )
+            return self._fail(run, error, dead_letter=True)
+        data["tool_calls"] += len(pending.calls)
+        unknown = [call.name for call in pending.calls if call.name not in self.tools]
+        data["unknown_tool_calls"] += len(unknown)
+        last = ""
+        for request_id, result in zip(pending.request_event_ids, outcome.results, strict=True):
+            data["messages"].append(result)
+            last = run.emit(
+                "tool_response",
+                upstream=request_id,
+                tool_results=[result],
+                latency_ms=outcome.latency_ms,
+            )
+        budgets = self.config.budgets
+        if data["unknown_tool_calls"] > budgets.max_unknown_tool_calls:
+            names = ", ".join(repr(n) for n in unknown)
+            error = ErrorInfo(
+                type="UnknownTool",
+                message=f"the model called unknown tool(s) {names}; "
+                f"{data['unknown_tool_calls']} unknown calls exceed the "
+                f"max_unknown_tool_calls={budgets.max_unknown_tool_calls}; "
+                f"known tools: {', '.join(self.tools.names) or 'none'}",
+            )
+            return self._fail(run, error, dead_letter=True)
+        request_id = self._request_model(run, upstream=last)
+        return Step(state=run.snapshot(ModelAction(request_event_id=request_id)), events=run.events)
+
+    # -- endings ---------------------------------------------------------------------------
+
+    def timeout(self, state: RunState, now_ms: int) -> Step:
+        """End the run because its run_timeout_s budget elapsed."""
+        return self._fail(_Run(self, state, now_ms), self._timeout_error(), dead_letter=False)
+
+    def _timeout_error(self) -> ErrorInfo:
+        limit = self.config.budgets.run_timeout_s
+        return self._budget_error("run_timeout_s", limit, f"the run took {limit:g} s or longer")
+
+    @staticmethod
+    def _budget_error(budget: str, limit: float, detail: str) -> ErrorInfo:
+        return ErrorInfo(
+            type="BudgetExceeded",
+            message=f"budget {budget}={limit:g} exceeded: {detail}",
+            budget=budget,
+            limit=limit,
+        )
+
+    def _output(
+        self, run: _Run, status: str, message: ChatMessage | None, error: ErrorInfo | None
+    ) -> str:
+        data = run.data
+        parts = (
+            [p.model_dump(mode="json") for p in message.parts]
+            if message is not None and message.has_media
+            else []
+        )
+        record = {
+            "id": data["input_id"],
+            "key": data["key"],
+            "run_id": data["run_id"],
+            "status": status,
+            "text": message.content if message is not None else "",
+            "parts": parts,
+            "error": error.model_dump(exclude_none=True) if error is not None else None,
+            "usage": {"input_tokens": data["input_tokens"], "output_tokens": data["output_tokens"]},
+            "model_calls": data["model_calls"],
+            "tool_calls": data["tool_calls"],
+            "latency_ms": max(0, run.now_ms - data["started_ms"]),
+            "attributes": data["attributes"],
+        }
+        return json.dumps(record, ensure_ascii=False)
+
+    def _finish(self, run: _Run, message: ChatMessage, history: Sequence[ChatMessage]) -> Step:
+        output = self._output(run, "ok", message, None)
+        run.emit(
+            "output",
+            messages=[message],
+            attributes={"input_id": run.data["input_id"], "status": "ok"},
+        )
+        memory = self.config.memory
+        trimmed = trim_history(
+            [*history, *run.data["messages"]], memory.max_messages, memory.max_bytes
+        )
+        if trimmed.trimmed:
+            run.emit(
+                "memory_trimmed",
+                attributes={
+                    "dropped_messages": str(trimmed.dropped_messages),
+                    "dropped_bytes": str(trimmed.dropped_bytes),
+                    "kept_messages": str(len(trimmed.messages)),
+                    "kept_bytes": str(trimmed.kept_bytes),
+                },
+            )
+        return Step(state=None, events=run.events, output=output, history=trimmed.messages)
+
+    def _fail(self, run: _Run, error: ErrorInfo, dead_letter: bool = False) -> Step:
+        facts = {"input_id": run.data["input_id"]}
+        if error.budget is not None:
+            facts.update(budget=error.budget, limit=f"{error.limit:g}")
+        run.emit(
+            "budget_exceeded" if error.budget is not None else "error",
+            error_class=error.type,
+            error_message=error.message,
+            attributes=facts,
+        )
+        output = self._output(run, "error", None, error)
+        run.emit("output", attributes={"input_id": run.data["input_id"], "status": "error"})
+        letter = None
+        if dead_letter:
+            letter = dead_letter_record(
+                "run",
+                error.type,
+                error.message,
+                self._raw_input(run.data),
+                key=run.data["key"],
+                record_id=run.data["input_id"],
+            )
+        return Step(state=None, events=run.events, output=output, dead_letter=letter)
+
+    async def aclose(self) -> None:
+        """Close the model client and the tools' thread pool."""
+        self.tools.close()
+        await self.model.aclose()
