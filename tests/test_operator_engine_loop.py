@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,7 +14,7 @@ from streamagents.operators.poll_schedule import PollSchedule
 
 
 @pytest.fixture()
-def loop() -> EngineLoop:
+def loop() -> Iterator[EngineLoop]:
     """A started loop with two slots, stopped after the test."""
     started = EngineLoop(max_in_flight=2).start()
     yield started
