@@ -1,0 +1,143 @@
+"""Agent events: what the event log records about every step of an agent run.
+
+An `AgentEvent` is one step (input received, model request and response, tool request and
+response, output, error, ...) with its identity (event id, job, key, run, sequence number,
+the event it follows) and a typed `EventPayload`. Media appear in events only as store
+references or URLs, never as bytes: a message holding inline media is refused, so callers
+offload it to the media store (`MediaStore.offload`) before they log it.
+
+Events travel between Flink operators as JSON (`event.model_dump_json()`) and are written
+to the Avro event log by `streamagents.serde.avro`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from streamagents.serde.chat import TokenUsage
+from streamagents.serde.messages import ChatMessage, ToolCall
+
+__all__ = [
+    "AgentEvent",
+    "EventPayload",
+    "EventType",
+    "new_event",
+]
+
+_MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+
+class EventType(str, Enum):
+    """What happened; `unknown` is what an older reader sees for a type it does not know."""
+
+    UNKNOWN = "unknown"
+    INPUT = "input"
+    CHAT_REQUEST = "chat_request"
+    CHAT_RESPONSE = "chat_response"
+    TOOL_REQUEST = "tool_request"
+    TOOL_RESPONSE = "tool_response"
+    OUTPUT = "output"
+    ERROR = "error"
+    MEMORY_TRIMMED = "memory_trimmed"
+    BUDGET_EXCEEDED = "budget_exceeded"
+
+
+def _refuse_inline_media(messages: list[ChatMessage], field: str) -> list[ChatMessage]:
+    for index, message in enumerate(messages):
+        for part_index, part in enumerate(message.media):
+            if part.data is not None:
+                raise ValueError(
+                    f"{field}[{index}].parts[{part_index}]: {part.kind} part ({part.mime_type}, "
+                    f"{len(part.data)} bytes) holds inline data; events carry media only as "
+                    "store refs or URLs, so offload it first (MediaStore.offload)"
+                )
+    return messages
+
+
+class EventPayload(BaseModel):
+    """What an event carries; each event type fills the fields that apply to it."""
+
+    model_config = _MODEL_CONFIG
+
+    messages: list[ChatMessage] = Field(
+        default_factory=list, description="Messages of the step: input, request or answer."
+    )
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list, description="Tool calls requested, with provider metadata."
+    )
+    tool_results: list[ChatMessage] = Field(
+        default_factory=list, description="Tool-result messages (role tool, with is_error)."
+    )
+    usage: TokenUsage | None = Field(default=None, description="Tokens the model call used.")
+    model: str | None = Field(default=None, description="Model name, e.g. gemini-2.5-flash.")
+    latency_ms: float | None = Field(default=None, ge=0, description="Wall time of the step.")
+    error_class: str | None = Field(default=None, description="Class name of the error.")
+    error_message: str | None = Field(default=None, description="What went wrong.")
+    finish_reason: str | None = Field(default=None, description="Provider's finish reason.")
+    attempts: int | None = Field(default=None, ge=0, description="Provider attempts (retries).")
+    cost_usd: float | None = Field(default=None, ge=0, description="Estimated cost in USD.")
+    attributes: dict[str, str] = Field(
+        default_factory=dict, description="Small free-form facts, e.g. the input id."
+    )
+
+    @field_validator("messages")
+    @classmethod
+    def _messages_without_bytes(cls, value: list[ChatMessage]) -> list[ChatMessage]:
+        return _refuse_inline_media(value, "messages")
+
+    @field_validator("tool_results")
+    @classmethod
+    def _tool_results_without_bytes(cls, value: list[ChatMessage]) -> list[ChatMessage]:
+        for index, message in enumerate(value):
+            if message.role != "tool":
+                raise ValueError(f"tool_results[{index}]: role must be tool, not {message.role}")
+        return _refuse_inline_media(value, "tool_results")
+
+
+class AgentEvent(BaseModel):
+    """One step of an agent run, as recorded in the event log."""
+
+    model_config = _MODEL_CONFIG
+
+    event_id: str = Field(default_factory=lambda: str(uuid.uuid4()), description="Unique id.")
+    event_type: EventType = Field(description="What happened.")
+    job_id: str = Field(description="The job that produced the event.")
+    key: str | None = Field(default=None, description="The key the run belongs to.")
+    run_id: str | None = Field(default=None, description="The agent run, when there is one.")
+    sequence: int = Field(default=0, ge=0, description="Position of the event in its run.")
+    timestamp_ms: int = Field(
+        default_factory=lambda: time.time_ns() // 1_000_000,
+        description="When the event happened, in milliseconds since the Unix epoch (UTC).",
+    )
+    upstream_event_id: str | None = Field(default=None, description="The event this follows.")
+    payload: EventPayload = Field(default_factory=EventPayload, description="What it carries.")
+
+
+def new_event(
+    event_type: EventType | str,
+    *,
+    job_id: str,
+    key: str | None,
+    run_id: str | None,
+    sequence: int,
+    upstream_event_id: str | None = None,
+    timestamp_ms: int | None = None,
+    **payload: Any,
+) -> AgentEvent:
+    """Build an event with a fresh id; keyword arguments beyond the identity fill the payload."""
+    fields: dict[str, Any] = {
+        "event_type": event_type,
+        "job_id": job_id,
+        "key": key,
+        "run_id": run_id,
+        "sequence": sequence,
+        "upstream_event_id": upstream_event_id,
+        "payload": EventPayload(**payload),
+    }
+    if timestamp_ms is not None:
+        fields["timestamp_ms"] = timestamp_ms
+    return AgentEvent(**fields)
