@@ -9,7 +9,10 @@ from collections.abc import Sequence
 __all__ = ["build_parser", "main"]
 
 # Each module has `register(subparsers)`, which adds its sub-commands and sets `handler`.
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = (
+    "streamagents.jobs.run_cli",
+    "streamagents.jobs.cluster_cli",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
