@@ -12,6 +12,7 @@ __all__ = ["build_parser", "main"]
 _COMMAND_MODULES: tuple[str, ...] = (
     "streamagents.jobs.run_cli",
     "streamagents.jobs.cluster_cli",
+    "streamagents.jobs.eventlog_cli",
 )
 
 

@@ -1,0 +1,179 @@
+"""`streamagents eventlog cat|stats`: print or summarise event log files."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import math
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Any
+
+from streamagents.connectors.eventlog import read_events
+from streamagents.serde.avro import SCHEMA_VERSIONS
+
+__all__ = ["register", "summarize"]
+
+_PREVIEW = 80
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `eventlog` command with its `cat` and `stats` sub-commands."""
+    parser = subparsers.add_parser("eventlog", help="Read Avro event log files.")
+    commands = parser.add_subparsers(dest="eventlog_command", required=True, metavar="ACTION")
+    cat = commands.add_parser("cat", help="Print events, one per line.")
+    cat.add_argument("path", help="An event log file or a directory of them.")
+    cat.add_argument(
+        "--version",
+        type=int,
+        choices=SCHEMA_VERSIONS,
+        default=None,
+        help="Read under this schema version (default: newest).",
+    )
+    cat.add_argument("--json", action="store_true", help="Print each event as a JSON object.")
+    cat.set_defaults(handler=_cat)
+    stats = commands.add_parser("stats", help="Counts, tokens, errors and latency percentiles.")
+    stats.add_argument("path", help="An event log file or a directory of them.")
+    stats.add_argument("--json", action="store_true", help="Print the summary as JSON.")
+    stats.set_defaults(handler=_stats)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+    if isinstance(value, bytes):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _preview(record: dict[str, Any]) -> str:
+    payload = record["payload"]
+    if payload["error_message"] is not None:
+        return payload["error_message"]["text"]
+    texts = [
+        (message["content"] or {}).get("text", "")
+        + "".join((part["text"] or {}).get("text", "") for part in message["parts"])
+        for message in payload["messages"] + payload["tool_results"]
+    ]
+    calls = [f"{call['name']}({call['arguments']['text']})" for call in payload["tool_calls"]]
+    text = " | ".join(t for t in texts + calls if t)
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+def _line(record: dict[str, Any]) -> str:
+    payload = record["payload"]
+    when = _jsonable(record["timestamp"])
+    fields = [str(when), record["event_type"], f"key={record['key']}", f"run={record['run_id']}"]
+    fields.append(f"seq={record['sequence']}")
+    if payload["model"]:
+        fields.append(f"model={payload['model']}")
+    if payload["usage"]:
+        fields.append(
+            f"tokens={payload['usage']['input_tokens']}/{payload['usage']['output_tokens']}"
+        )
+    if payload["latency_ms"] is not None:
+        fields.append(f"latency={payload['latency_ms']:.1f}ms")
+    if payload["error_class"]:
+        fields.append(f"error={payload['error_class']}")
+    preview = _preview(record)
+    return "  ".join(fields) + (f"  {json.dumps(preview, ensure_ascii=False)}" if preview else "")
+
+
+def _cat(args: argparse.Namespace) -> int:
+    try:
+        for record in read_events(args.path, args.version):
+            if args.json:
+                print(json.dumps(_jsonable(record), ensure_ascii=False))
+            else:
+                print(_line(record))
+    except FileNotFoundError as error:
+        print(f"streamagents eventlog: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _percentile(ordered: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Counts by type, distinct keys and runs, token totals, errors and latency percentiles."""
+    by_type: Counter[str] = Counter()
+    keys: set[str] = set()
+    runs: set[str] = set()
+    input_tokens = output_tokens = errors = tool_errors = 0
+    latencies: list[float] = []
+    for record in records:
+        payload = record["payload"]
+        by_type[record["event_type"]] += 1
+        if record["key"] is not None:
+            keys.add(record["key"])
+        if record["run_id"] is not None:
+            runs.add(record["run_id"])
+        if payload["usage"]:
+            input_tokens += payload["usage"]["input_tokens"]
+            output_tokens += payload["usage"]["output_tokens"]
+        if record["event_type"] == "error" or payload["error_class"]:
+            errors += 1
+        tool_errors += sum(1 for result in payload["tool_results"] if result["is_error"])
+        if payload["latency_ms"] is not None:
+            latencies.append(payload["latency_ms"])
+    latencies.sort()
+    latency = (
+        {
+            "count": len(latencies),
+            "p50": _percentile(latencies, 0.50),
+            "p90": _percentile(latencies, 0.90),
+            "p99": _percentile(latencies, 0.99),
+            "max": latencies[-1],
+        }
+        if latencies
+        else {"count": 0}
+    )
+    return {
+        "events": sum(by_type.values()),
+        "by_type": dict(sorted(by_type.items())),
+        "keys": len(keys),
+        "runs": len(runs),
+        "tokens": {"input": input_tokens, "output": output_tokens},
+        "errors": errors,
+        "tool_errors": tool_errors,
+        "latency_ms": latency,
+    }
+
+
+def _stats(args: argparse.Namespace) -> int:
+    try:
+        summary = summarize(read_events(args.path))
+    except FileNotFoundError as error:
+        print(f"streamagents eventlog: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(f"events       {summary['events']}")
+    for name, count in summary["by_type"].items():
+        print(f"  {name:<14} {count}")
+    print(f"keys         {summary['keys']}")
+    print(f"runs         {summary['runs']}")
+    tokens = summary["tokens"]
+    print(f"tokens       input {tokens['input']}  output {tokens['output']}")
+    print(f"errors       {summary['errors']}  (tool errors {summary['tool_errors']})")
+    latency = summary["latency_ms"]
+    if latency["count"]:
+        print(
+            f"latency ms   p50 {latency['p50']:.1f}  p90 {latency['p90']:.1f}  "
+            f"p99 {latency['p99']:.1f}  max {latency['max']:.1f}  (n={latency['count']})"
+        )
+    else:
+        print("latency ms   none recorded")
+    return 0

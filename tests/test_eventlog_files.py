@@ -1,0 +1,250 @@
+"""Event log files: plain Avro readers, schema resolution both ways, rolling, safety, levels."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pytest
+from streamagents.connectors.eventlog import EventLogWriter, event_log_files, read_events
+from streamagents.connectors.media import MediaStore
+from streamagents.serde.chat import TokenUsage
+from streamagents.serde.events import AgentEvent, EventType, new_event
+from streamagents.serde.messages import ChatMessage, ImagePart, TextPart, ToolCall
+
+_GOOGLE_KEY = "AIzaSyD-" + "k" * 31
+_OPENAI_KEY = "sk-proj-" + "s3cr3t" * 6
+
+
+def _shipped_schema(version: int) -> dict[str, Any]:
+    """A reader schema parsed by fastavro straight from the .avsc file in the package."""
+    text = (
+        resources.files("streamagents.serde")
+        .joinpath("schemas", "eventlog", f"v{version}.avsc")
+        .read_text(encoding="utf-8")
+    )
+    return fastavro.parse_schema(json.loads(text))
+
+
+def _plain_read(path: Path, reader_schema: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    with open(path, "rb") as handle:
+        return list(fastavro.reader(handle, reader_schema=reader_schema))
+
+
+def _run_events(key: str = "k1") -> list[AgentEvent]:
+    ask = ChatMessage.user("What is in stock?")
+    answer = ChatMessage(
+        role="assistant",
+        parts=[TextPart(text="checking", metadata={"thought_signature": b"\x00sig\xff"})],
+        tool_calls=[
+            ToolCall(id="c1", name="stock", arguments={"sku": "A1"}, metadata={"sig": b"\x01\x02"})
+        ],
+    )
+    ids = {"job_id": "job", "key": key, "run_id": f"run-{key}"}
+    return [
+        new_event("input", sequence=0, messages=[ask], **ids),
+        new_event(
+            "chat_response",
+            sequence=1,
+            messages=[answer],
+            tool_calls=answer.tool_calls,
+            usage=TokenUsage(input_tokens=12, output_tokens=5),
+            model="gemini-2.5-flash",
+            latency_ms=41.0,
+            finish_reason="stop",
+            attempts=2,
+            **ids,
+        ),
+        new_event(
+            "tool_response",
+            sequence=2,
+            tool_results=[ChatMessage.tool_result("c1", "stock", "3 left", is_error=True)],
+            **ids,
+        ),
+        new_event("budget_exceeded", sequence=3, error_class="BudgetExceeded", **ids),
+    ]
+
+
+def test_plain_fastavro_reader_reads_a_file_without_streamagents_code(tmp_path: Path) -> None:
+    with EventLogWriter(tmp_path) as writer:
+        writer.write_all(_run_events())
+    (path,) = writer.finished
+    records = _plain_read(path)
+    assert [r["event_type"] for r in records] == [
+        "input",
+        "chat_response",
+        "tool_response",
+        "budget_exceeded",
+    ]
+    assert records[1]["payload"]["usage"] == {"input_tokens": 12, "output_tokens": 5}
+    assert records[1]["payload"]["tool_calls"][0]["metadata"] == {"sig": {"bytes": b"\x01\x02"}}
+    assert records[2]["payload"]["tool_results"][0]["is_error"] is True
+
+
+def test_v1_reader_reads_v2_files(tmp_path: Path) -> None:
+    with EventLogWriter(tmp_path, version=2) as writer:
+        writer.write_all(_run_events())
+    records = _plain_read(writer.finished[0], _shipped_schema(1))
+    assert [r["event_type"] for r in records] == [
+        "input",
+        "chat_response",
+        "tool_response",
+        "unknown",  # budget_exceeded is a v2 symbol; v1 readers fall back to the default
+    ]
+    assert "finish_reason" not in records[1]["payload"]
+    assert "metadata" not in records[1]["payload"]["tool_calls"][0]
+    assert records[1]["payload"]["model"] == "gemini-2.5-flash"
+
+
+def test_v2_reader_reads_v1_files(tmp_path: Path) -> None:
+    with EventLogWriter(tmp_path, version=1) as writer:
+        writer.write_all(_run_events())
+    records = _plain_read(writer.finished[0], _shipped_schema(2))
+    assert records[3]["event_type"] == "unknown"  # v1 had no budget_exceeded symbol
+    assert records[1]["payload"]["finish_reason"] is None
+    assert records[1]["payload"]["attempts"] is None
+    assert records[1]["payload"]["tool_calls"][0]["metadata"] == {}
+    assert records[1]["payload"]["messages"][0]["parts"][0]["metadata"] == {}
+
+
+def test_read_events_resolves_files_of_both_versions_to_the_requested_one(
+    tmp_path: Path,
+) -> None:
+    for version in (1, 2):
+        with EventLogWriter(tmp_path, version=version, prefix=f"v{version}") as writer:
+            writer.write_all(_run_events(key=f"k{version}"))
+    newest = list(read_events(tmp_path))
+    oldest = list(read_events(tmp_path, version=1))
+    assert len(newest) == len(oldest) == 8
+    assert all("cost_usd" in r["payload"] for r in newest)
+    assert not any("cost_usd" in r["payload"] for r in oldest)
+
+
+def test_typed_read_gives_back_the_events_written_verbose(tmp_path: Path) -> None:
+    events = _run_events()
+    with EventLogWriter(tmp_path, level="verbose") as writer:
+        writer.write_all(events)
+    assert list(read_events(tmp_path, typed=True)) == events
+
+
+def test_standard_level_truncates_text_without_changing_types(tmp_path: Path) -> None:
+    long_text = "x" * 5000
+    event = new_event(
+        "input", job_id="j", key="k", run_id="r", sequence=0,
+        messages=[ChatMessage.user(long_text), ChatMessage.user("short")],
+        error_message=long_text,
+    )  # fmt: skip
+    with EventLogWriter(tmp_path, level="standard", text_limit=100) as writer:
+        writer.write(event)
+    (record,) = _plain_read(writer.finished[0])
+    long_content, short_content = (m["content"] for m in record["payload"]["messages"])
+    assert long_content == {"text": "x" * 100, "original_length": 5000, "truncated": True}
+    assert short_content == {"text": "short", "original_length": 5, "truncated": False}
+    assert record["payload"]["error_message"]["truncated"] is True
+
+
+def test_verbose_level_keeps_full_text(tmp_path: Path) -> None:
+    event = new_event(
+        "input", job_id="j", key="k", run_id="r", sequence=0,
+        messages=[ChatMessage.user("y" * 5000)],
+    )  # fmt: skip
+    with EventLogWriter(tmp_path, level="verbose", text_limit=100) as writer:
+        writer.write(event)
+    (record,) = _plain_read(writer.finished[0])
+    assert record["payload"]["messages"][0]["content"]["text"] == "y" * 5000
+
+
+def test_off_level_writes_no_file(tmp_path: Path) -> None:
+    with EventLogWriter(tmp_path / "log", level="off") as writer:
+        writer.write_all(_run_events())
+    assert not (tmp_path / "log").exists()
+
+
+def test_files_never_hold_media_bytes_or_api_keys(tmp_path: Path) -> None:
+    pixels = b"\x89PNG\r\n" + b"private-pixels-" * 100
+    store = MediaStore(str(tmp_path / "media"))
+    user = ChatMessage.user([TextPart(text="look"), ImagePart(mime_type="image/png", data=pixels)])
+    offloaded = store.offload(user, threshold_bytes=0)
+    event = new_event(
+        "error",
+        job_id="j",
+        key="k",
+        run_id="r",
+        sequence=1,
+        messages=[offloaded, ChatMessage.user(f"my key is {_OPENAI_KEY}")],
+        error_class="PermissionDenied",
+        error_message=f"403 for https://x/v1?key={_GOOGLE_KEY} Authorization: Bearer {_OPENAI_KEY}",
+        attributes={"header": f"x-goog-api-key: {_GOOGLE_KEY}"},
+    )
+    with EventLogWriter(tmp_path / "log", level="verbose", codec="null") as writer:
+        writer.write(event)
+    raw = writer.finished[0].read_bytes()
+    assert b"private-pixels" not in raw
+    assert _GOOGLE_KEY.encode() not in raw
+    assert b"s3cr3t" not in raw
+    (record,) = _plain_read(writer.finished[0])
+    image = record["payload"]["messages"][0]["parts"][1]
+    assert image["sha256"] == offloaded.parts[1].ref.sha256
+    assert image["size_bytes"] == len(pixels)
+    assert "[REDACTED]" in record["payload"]["error_message"]["text"]
+
+
+def test_writer_refuses_events_whose_json_holds_inline_media(tmp_path: Path) -> None:
+    event = json.loads(_run_events()[0].model_dump_json())
+    event["payload"]["messages"][0] = {
+        "role": "user",
+        "parts": [{"kind": "image", "mime_type": "image/png", "data": "cGl4ZWxz"}],
+    }
+    with EventLogWriter(tmp_path) as writer, pytest.raises(ValueError, match="offload it first"):
+        writer.write(json.dumps(event))
+
+
+def test_files_roll_by_size_and_keep_every_event_in_order(tmp_path: Path) -> None:
+    events = [e for k in range(60) for e in _run_events(key=f"k{k}")]
+    with EventLogWriter(tmp_path, roll_bytes=4096, codec="null") as writer:
+        writer.write_all(events)
+    assert len(writer.finished) > 3
+    assert [r["event_id"] for r in read_events(tmp_path)] == [e.event_id for e in events]
+
+
+def test_files_roll_by_time(tmp_path: Path) -> None:
+    writer = EventLogWriter(tmp_path, roll_seconds=10)
+    writer.write(_run_events()[0])
+    writer.roll_if_due(now=writer._opened_at + 5)
+    assert writer.finished == []
+    writer.roll_if_due(now=writer._opened_at + 10)
+    assert len(writer.finished) == 1
+    writer.write(_run_events()[0])
+    writer.close()
+    assert len(writer.finished) == 2
+
+
+def test_an_open_file_is_invisible_until_it_is_finished(tmp_path: Path) -> None:
+    writer = EventLogWriter(tmp_path)
+    writer.write(_run_events()[0])
+    assert event_log_files(tmp_path) == []
+    assert [p.name.endswith(".inprogress") for p in tmp_path.iterdir()] == [True]
+    writer.close()
+    assert event_log_files(tmp_path) == writer.finished
+    assert not any(p.name.endswith(".inprogress") for p in tmp_path.iterdir())
+
+
+def test_parallel_writers_never_collide(tmp_path: Path) -> None:
+    writers = [EventLogWriter(tmp_path, subtask=i % 2) for i in range(4)]
+    for writer in writers:
+        writer.write(_run_events()[0])
+    for writer in writers:
+        writer.close()
+    names = [p.name for p in event_log_files(tmp_path)]
+    assert len(names) == len(set(names)) == 4
+    assert {n.split("-")[2] for n in names} == {"0000", "0001"}
+
+
+def test_unknown_event_type_reads_back_as_unknown(tmp_path: Path) -> None:
+    with EventLogWriter(tmp_path, version=1) as writer:
+        writer.write(_run_events()[3])
+    (event,) = read_events(tmp_path, typed=True)
+    assert event.event_type is EventType.UNKNOWN
