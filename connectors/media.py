@@ -18,6 +18,7 @@ import uuid
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+
 from streamagents.serde.messages import ChatMessage, MediaRef, TextPart
 
 __all__ = [

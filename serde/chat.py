@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from streamagents.serde.messages import ChatMessage
 
 __all__ = ["ChatResponse", "TokenUsage", "ToolSpec"]

@@ -95,7 +95,10 @@ class LoopbackStubServer:
     def start(self) -> LoopbackStubServer:
         """Serve in a daemon thread."""
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="loopback-stub", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="loopback-stub",
+            daemon=True,
         )
         self._thread.start()
         return self

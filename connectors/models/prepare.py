@@ -1,0 +1,153 @@
+"""Checks and resolves a neutral request before a wire module encodes it.
+
+Every adapter builds its request through `prepare_messages`, so the same rules give the
+same errors for every provider and for every place media can appear:
+
+- messages may be `ChatMessage` objects or their JSON form (dicts); dicts are validated
+  by the message model, and its own error sentence is raised as `InvalidContent`;
+- store refs are read from the media store (bytes verified against the digest);
+- inline data that is still text (a message built without validation) is decoded with
+  the message model's strict base64 rule, giving the message model's error;
+- media in an assistant message is refused (`UnsupportedContent`).
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from streamagents.connectors.media import MediaStore, MediaStoreError
+from streamagents.connectors.models.errors import InvalidContent, UnsupportedContent
+from streamagents.serde.chat import ToolSpec
+from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, decode_base64
+
+__all__ = [
+    "ASSISTANT_MEDIA_RULE",
+    "MessageLike",
+    "ToolLike",
+    "b64",
+    "data_url",
+    "filename_for",
+    "inline_bytes",
+    "prepare_messages",
+    "prepare_tools",
+]
+
+MessageLike = ChatMessage | Mapping[str, Any]
+ToolLike = ToolSpec | Mapping[str, Any]
+
+ASSISTANT_MEDIA_RULE = (
+    "only user messages and tool results carry media; an assistant message may hold text "
+    "and tool calls only"
+)
+
+
+def _first_error_sentence(error: ValidationError) -> str:
+    """The message model's own sentence for the first problem (inputs are never quoted)."""
+    first = error.errors(include_input=False)[0]
+    cause = (first.get("ctx") or {}).get("error")
+    if cause is not None:
+        return str(cause)
+    location = ".".join(str(item) for item in first["loc"])
+    return f"{location}: {first['msg']}"
+
+
+def _validated(message: MessageLike) -> ChatMessage:
+    if isinstance(message, ChatMessage):
+        return message
+    try:
+        return ChatMessage.model_validate(message)
+    except ValidationError as error:
+        sentence = _first_error_sentence(error)
+    raise InvalidContent(sentence)
+
+
+def inline_bytes(part: MediaPart) -> bytes | None:
+    """The part's inline bytes, decoding base64 text with the message model's strict rule."""
+    data: Any = part.data
+    if data is None or isinstance(data, bytes):
+        return data
+    try:
+        return decode_base64(str(data), "data")
+    except ValueError as error:
+        sentence = str(error)
+    raise InvalidContent(sentence)
+
+
+def _resolved(message: ChatMessage, store: MediaStore | None) -> ChatMessage:
+    if not message.has_media:
+        return message
+    parts: list[Any] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            parts.append(part)
+        elif part.ref is not None:
+            if store is None:
+                raise InvalidContent(
+                    f"ref: a {part.kind} part refers to the media store, but this model has "
+                    "no media_store to resolve it (pass media_store=...)"
+                )
+            try:
+                data = store.get(part.ref)
+            except MediaStoreError as error:
+                reason = str(error)
+            else:
+                parts.append(part.model_copy(update={"ref": None, "data": data}))
+                continue
+            raise InvalidContent(reason)
+        elif part.data is not None and not isinstance(part.data, bytes):
+            parts.append(part.model_copy(update={"data": inline_bytes(part)}))
+        else:
+            parts.append(part)
+    return message.model_copy(update={"parts": parts})
+
+
+def prepare_messages(
+    messages: Iterable[MessageLike], store: MediaStore | None = None
+) -> list[ChatMessage]:
+    """Validated messages whose media are inline bytes or URLs, ready for a wire encoder."""
+    prepared = []
+    for item in messages:
+        message = _validated(item)
+        if message.role == "assistant" and message.has_media:
+            kinds = ", ".join(sorted({p.kind for p in message.media}))
+            raise UnsupportedContent(
+                f"{ASSISTANT_MEDIA_RULE} (this assistant message has {kinds} parts)"
+            )
+        prepared.append(_resolved(message, store))
+    return prepared
+
+
+def prepare_tools(tools: Iterable[ToolLike]) -> list[ToolSpec]:
+    """Tool specs, validating dict forms."""
+    return [t if isinstance(t, ToolSpec) else ToolSpec.model_validate(t) for t in tools]
+
+
+def b64(data: bytes) -> str:
+    """Standard base64 text of `data`."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def data_url(part: MediaPart) -> str:
+    """The part as a `data:` URL (inline parts) or its own URL."""
+    if part.url is not None:
+        return part.url
+    return f"data:{part.mime_type};base64,{b64(inline_bytes(part) or b'')}"
+
+
+def filename_for(part: MediaPart) -> str:
+    """A filename for wires that need one: `metadata["filename"]`, the URL's last
+    segment, or "document" with the mime type's usual extension."""
+    given = part.metadata.get("filename")
+    if isinstance(given, str) and given:
+        return given
+    if part.url is not None:
+        tail = part.url.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0]
+        if tail:
+            return tail
+    extension = mimetypes.guess_extension(part.mime_type.split(";", 1)[0]) or ""
+    return f"{part.kind}{extension}"

@@ -1,0 +1,16 @@
+"""The `stub` fixture: a fresh loopback provider stub per test (load with pytest_plugins)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from streamagents.connectors.testing import LoopbackStubServer
+
+
+@pytest.fixture
+def stub() -> Iterator[LoopbackStubServer]:
+    """A loopback stub server on 127.0.0.1, stopped after the test."""
+    with LoopbackStubServer() as server:
+        yield server
