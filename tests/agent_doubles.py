@@ -72,3 +72,46 @@ def calls(*specs: tuple[str, dict[str, Any]], tokens: int = 10) -> ChatResponse:
         message=ChatMessage(role="assistant", tool_calls=tool_calls),
         usage=TokenUsage(input_tokens=tokens, output_tokens=tokens),
     )
+
+
+@dataclass
+class Finished:
+    """Everything a driven run produced."""
+
+    steps: list[Any]
+    events: list[dict[str, Any]]
+    output: dict[str, Any]
+    dead_letter: dict[str, Any] | None
+    history: list[ChatMessage] | None
+    states: list[Any]
+
+
+def drive(
+    runtime: Any,
+    raw: str,
+    history: Sequence[ChatMessage] = (),
+    now_ms: int = 1_000_000,
+    step_ms: int = 10,
+) -> Finished:
+    """Run one input to completion the way the engine does: start, then perform/advance."""
+    import json
+
+    record = runtime.parse(raw)
+    runtime.clock_ms = lambda: float(now_ms)
+    step = runtime.start(record, list(history), now_ms)
+    steps, states = [step], []
+    while step.state is not None:
+        states.append(step.state)
+        outcome = asyncio.run(runtime.perform(step.state, list(history)))
+        now_ms += step_ms
+        step = runtime.advance(step.state, outcome, now_ms, list(history))
+        steps.append(step)
+    events = [json.loads(e) for s in steps for e in s.events]
+    return Finished(
+        steps=steps,
+        events=events,
+        output=json.loads(step.output),
+        dead_letter=json.loads(step.dead_letter) if step.dead_letter else None,
+        history=step.history,
+        states=states,
+    )

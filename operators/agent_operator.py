@@ -1,0 +1,438 @@
+"""The PyFlink functions of the agent engine: parse and validate, then one keyed agent function.
+
+`ParseRecords` runs before `key_by`: a line that cannot become a run goes to the dead-letter
+side output with the reason and the raw line; a good one goes on as `(key, raw line)`.
+
+`AgentFunction` is a `KeyedProcessFunction` (thread mode) that keeps, per key, in keyed
+state: the run in progress (`RunState` JSON), the queue of inputs waiting for it (arrival
+order) and the short-term history. It drives an `AgentRuntime` one step at a time: `start`
+and `advance` on the task thread, `perform` on an `EngineLoop` thread. A call's result
+reaches the task thread only through a timer for its key, set at the call's estimated
+completion time. At the end of a bounded input Flink drops processing-time timers, so every
+busy key also holds a far-future event-time timer; the final watermark fires it and the
+function then waits for that key's calls, re-arming at increasing timestamps until the key
+is idle. After a restore a run without a live call has its pending action performed again
+(calls are at-least-once; state and outputs are exactly-once with a transactional sink).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pyflink.common import Types
+from pyflink.common.time import Time
+from pyflink.datastream import KeyedProcessFunction, OutputTag, ProcessFunction, RuntimeContext
+from pyflink.datastream.functions import TimeDomain
+from pyflink.datastream.state import (
+    MapStateDescriptor,
+    StateTtlConfig,
+    ValueStateDescriptor,
+)
+from streamagents.operators.config import AgentConfig
+from streamagents.operators.engine_loop import EngineLoop, Timed
+from streamagents.operators.engine_metrics import EngineMetrics, UsageTotals
+from streamagents.operators.poll_schedule import PollSchedule
+from streamagents.operators.records import InputError, dead_letter_record, parse_input
+from streamagents.operators.runtime import AgentRuntime, Outcome, RunState, Step
+from streamagents.serde.messages import ChatMessage
+
+__all__ = [
+    "DEAD_LETTERS_TAG",
+    "EVENTS_TAG",
+    "KEYED_INPUT_TYPE",
+    "AgentFunction",
+    "ParseRecords",
+    "RuntimeFactory",
+]
+
+EVENTS_TAG = OutputTag("streamagents-events", Types.STRING())
+"""Side output of the agent function: event-log records (JSON strings)."""
+
+DEAD_LETTERS_TAG = OutputTag("streamagents-dead-letters", Types.STRING())
+"""Side output of both functions: dead-letter records (JSON strings)."""
+
+KEYED_INPUT_TYPE = Types.TUPLE([Types.STRING(), Types.STRING()])
+"""What `ParseRecords` emits: (key, raw input line)."""
+
+RuntimeFactory = Callable[[AgentConfig], AgentRuntime]
+"""Builds the runtime a subtask drives, in `open()`; must be picklable (module level)."""
+
+FAR_FUTURE_MS = 1 << 62
+"""Event-time timers at or above this fire only when the end of input lifts the watermark."""
+
+_DRAIN_WAIT_S = 0.05
+_TIMEOUT_GRACE_MS = 5000
+_MAX_REASON_CHARS = 1000
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…"
+
+
+def _error_type(error: BaseException) -> str:
+    return getattr(error, "error_type", None) or type(error).__name__
+
+
+def _guess_id(raw: Any) -> str | None:
+    """The id of a record that failed to parse, when one can still be read from it."""
+    try:
+        obj = json.loads(raw)
+    except (TypeError, ValueError):
+        return None
+    record_id = obj.get("id") if isinstance(obj, dict) else None
+    return record_id if isinstance(record_id, str) else None
+
+
+class ParseRecords(ProcessFunction):
+    """Parses input lines: good ones go on as (key, raw line), bad ones to dead letters."""
+
+    def __init__(self, key_field: str) -> None:
+        self._key_field = key_field
+
+    def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterator[Any]:
+        """Validate one line and route it."""
+        try:
+            if not isinstance(value, str):
+                raise InputError(
+                    f"input must be a JSON text line, not {type(value).__name__}", "InvalidJson"
+                )
+            record = parse_input(value, self._key_field)
+        except Exception as error:
+            record_id = _guess_id(value)
+            raw = value if isinstance(value, str) else repr(type(value))
+            yield (
+                DEAD_LETTERS_TAG,
+                dead_letter_record(
+                    "parse", _error_type(error), _clip(str(error)), raw, record_id=record_id
+                ),
+            )
+            return
+        yield record.key, value
+
+
+class StoredHistory(BaseModel):
+    """A key's short-term history as kept in keyed state, with when it was last written."""
+
+    model_config = ConfigDict(frozen=True)
+
+    updated_ms: int
+    messages: list[ChatMessage]
+
+
+@dataclass
+class _Call:
+    """A run's pending action being performed on the loop."""
+
+    state: RunState
+    history: list[ChatMessage]
+    future: concurrent.futures.Future[Timed[Outcome]]
+    submitted: float
+    kind: str
+    poll_at: int | None = None
+    drain_at: int | None = None
+
+
+def _totals(state: RunState) -> UsageTotals:
+    return UsageTotals(state.model_calls, state.tool_calls, state.input_tokens, state.output_tokens)
+
+
+def _output_totals(output: dict[str, Any]) -> UsageTotals:
+    usage = output.get("usage") or {}
+    return UsageTotals(
+        output.get("model_calls", 0),
+        output.get("tool_calls", 0),
+        usage.get("input_tokens", 0),
+        usage.get("output_tokens", 0),
+    )
+
+
+class AgentFunction(KeyedProcessFunction):
+    """Runs one agent run per key at a time, many keys concurrently, state in keyed state."""
+
+    def __init__(self, config: AgentConfig, runtime_factory: RuntimeFactory) -> None:
+        self._config = config
+        self._runtime_factory = runtime_factory
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        """Declare the keyed state, build the runtime, start the loop thread."""
+        self._run = runtime_context.get_state(ValueStateDescriptor("run", Types.STRING()))
+        history = ValueStateDescriptor("history", Types.STRING())
+        ttl = self._config.memory.ttl_seconds
+        if ttl is not None:
+            history.enable_time_to_live(
+                StateTtlConfig.new_builder(Time.milliseconds(int(ttl * 1000) + 1)).build()
+            )
+        self._history = runtime_context.get_state(history)
+        self._queue = runtime_context.get_map_state(
+            MapStateDescriptor("queue", Types.LONG(), Types.STRING())
+        )
+        self._queue_head = runtime_context.get_state(
+            ValueStateDescriptor("queue_head", Types.LONG())
+        )
+        self._queue_tail = runtime_context.get_state(
+            ValueStateDescriptor("queue_tail", Types.LONG())
+        )
+        self._runtime = self._runtime_factory(self._config)
+        self._loop = EngineLoop(self._config.max_in_flight).start()
+        self._calls: dict[str, _Call] = {}
+        self._schedule = PollSchedule()
+        self._timeout_ms = int(self._config.budgets.run_timeout_s * 1000)
+        self._draining = False
+        self._drain_ts = FAR_FUTURE_MS
+        self._closed = False
+        self._metrics = EngineMetrics(
+            runtime_context.get_metrics_group().add_group("streamagents"),
+            in_flight=lambda: self._loop.in_flight,
+            busy_keys=lambda: len(self._calls),
+        )
+
+    def close(self) -> None:
+        """Stop the loop thread (cancelling calls still running) and close the runtime."""
+        self._closed = True
+        self._calls.clear()
+        self._loop.stop(self._runtime.aclose)
+
+    # -- input -----------------------------------------------------------------------------
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        """Queue the input behind its key's run, or start its run (waiting for a call slot)."""
+        key, raw = value[0], value[1]
+        if key in self._calls or self._run.value() is not None:
+            self._enqueue(raw)
+            return
+        now = ctx.timer_service().current_processing_time()
+        self._loop.wait_for_slot(self._max_block_s(now))
+        yield from self._begin(raw, key, ctx)
+
+    def _max_block_s(self, now_ms: int) -> float:
+        """How long the task thread may block for a slot before a timeout timer is due."""
+        if not self._calls:
+            return 1.0
+        due = min(c.state.started_ms for c in self._calls.values()) + self._timeout_ms
+        return max(0.01, (due + _TIMEOUT_GRACE_MS - now_ms) / 1000)
+
+    def _enqueue(self, raw: str) -> None:
+        tail = self._queue_tail.value() or 0
+        self._queue.put(tail, raw)
+        self._queue_tail.update(tail + 1)
+
+    def _dequeue(self) -> str | None:
+        tail = self._queue_tail.value()
+        if tail is None:
+            return None
+        head = self._queue_head.value() or 0
+        raw = self._queue.get(head)
+        self._queue.remove(head)
+        if head + 1 >= tail:
+            self._queue_head.clear()
+            self._queue_tail.clear()
+        else:
+            self._queue_head.update(head + 1)
+        return raw
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def _load_history(self, now_ms: int) -> list[ChatMessage]:
+        stored = self._history.value()
+        if stored is None:
+            return []
+        history = StoredHistory.model_validate_json(stored)
+        if self._runtime.history_expired(history.updated_ms, now_ms):
+            self._history.clear()
+            return []
+        return list(history.messages)
+
+    def _begin(self, raw: str | None, key: str, ctx: Any) -> Iterator[Any]:
+        """Start runs from `raw` and then the key's queue until one is pending or none is left."""
+        while raw is not None:
+            now = ctx.timer_service().current_processing_time()
+            try:
+                record = parse_input(raw, self._config.key_field)
+                history = self._load_history(now)
+                step = self._runtime.start(record, history, now)
+            except Exception as error:
+                self._metrics.runs_failed.inc()
+                self._metrics.dead_letters.inc()
+                record_id = _guess_id(raw)
+                yield (
+                    DEAD_LETTERS_TAG,
+                    dead_letter_record(
+                        "run",
+                        _error_type(error),
+                        _clip(str(error)),
+                        raw,
+                        key=key,
+                        record_id=record_id,
+                    ),
+                )
+                raw = self._dequeue()
+                continue
+            self._metrics.runs_started.inc()
+            if step.state is not None and not self._draining:
+                ctx.timer_service().register_event_time_timer(FAR_FUTURE_MS)
+            running = yield from self._settle(step, UsageTotals(), history, key, ctx, now)
+            if running:
+                return
+            raw = self._dequeue()
+        self._run.clear()
+
+    def _settle(
+        self,
+        step: Step,
+        before: UsageTotals,
+        history: list[ChatMessage],
+        key: str,
+        ctx: Any,
+        now_ms: int,
+    ) -> Iterator[Any]:
+        """Emit a step's records and keep or end its run; returns whether the run goes on."""
+        for event in step.events:
+            yield EVENTS_TAG, event
+        if step.dead_letter is not None:
+            self._metrics.dead_letters.inc()
+            yield DEAD_LETTERS_TAG, step.dead_letter
+        if step.state is not None:
+            self._metrics.usage(before, _totals(step.state))
+            self._run.update(step.state.model_dump_json())
+            self._issue(step.state, history, key, ctx, now_ms)
+            return True
+        failed = step.dead_letter is not None
+        if step.output is not None:
+            output = json.loads(step.output)
+            self._metrics.usage(before, _output_totals(output))
+            failed = failed or output.get("status") != "ok"
+            yield step.output
+        (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
+        if step.history is not None:
+            self._history.update(
+                StoredHistory(updated_ms=now_ms, messages=step.history).model_dump_json()
+            )
+        self._run.clear()
+        return False
+
+    def _issue(
+        self, state: RunState, history: list[ChatMessage], key: str, ctx: Any, now_ms: int
+    ) -> None:
+        """Hand the run's pending action to the loop and set the timer that looks for it."""
+        call = _Call(
+            state=state,
+            history=history,
+            future=self._loop.submit(self._runtime.perform(state, history)),
+            submitted=time.monotonic(),
+            kind=state.pending.kind,
+        )
+        self._calls[key] = call
+        self._arm(call, ctx, now_ms)
+
+    def _arm(self, call: _Call, ctx: Any, now_ms: int) -> None:
+        if self._draining:
+            self._drain_ts += 1
+            call.drain_at = self._drain_ts
+            ctx.timer_service().register_event_time_timer(self._drain_ts)
+            return
+        elapsed_ms = (time.monotonic() - call.submitted) * 1000
+        delay = self._schedule.next_delay_ms(call.kind, elapsed_ms)
+        deadline = call.state.started_ms + self._timeout_ms + _TIMEOUT_GRACE_MS
+        call.poll_at = now_ms + max(1, min(delay, deadline - now_ms))
+        ctx.timer_service().register_processing_time_timer(call.poll_at)
+
+    # -- timers ----------------------------------------------------------------------------
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
+        """Look for the key's call result: advance the run when it is there, else look later."""
+        if self._closed:
+            return
+        key = ctx.get_current_key()
+        draining = ctx.time_domain() == TimeDomain.EVENT_TIME
+        if draining:
+            self._draining = True
+            self._drain_ts = max(self._drain_ts, timestamp)
+        call = self._calls.get(key)
+        now = ctx.timer_service().current_processing_time()
+        if call is None:
+            yield from self._resume(key, ctx, now)
+            return
+        if (call.drain_at if draining else call.poll_at) not in (timestamp, None):
+            return
+        if draining and not call.future.done():
+            concurrent.futures.wait([call.future], timeout=_DRAIN_WAIT_S)
+            now = ctx.timer_service().current_processing_time()
+        if call.future.done():
+            del self._calls[key]
+            yield from self._harvest(call, key, ctx, now)
+        elif now >= call.state.started_ms + self._timeout_ms + _TIMEOUT_GRACE_MS:
+            call.future.cancel()
+            del self._calls[key]
+            step = self._runtime.timeout(call.state, now)
+            yield from self._continue(step, _totals(call.state), call.history, key, ctx, now)
+        else:
+            self._arm(call, ctx, now)
+
+    def _resume(self, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
+        """A timer for a key without a live call: after a restore, perform its action again."""
+        stored = self._run.value()
+        if stored is None:
+            return
+        state = RunState.model_validate_json(stored)
+        history = self._load_history(now_ms)
+        if now_ms >= state.started_ms + self._timeout_ms:
+            step = self._runtime.timeout(state, now_ms)
+            yield from self._continue(step, _totals(state), history, key, ctx, now_ms)
+            return
+        self._metrics.calls_reissued.inc()
+        self._issue(state, history, key, ctx, now_ms)
+
+    def _harvest(self, call: _Call, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
+        """Advance the run with its call's outcome."""
+        try:
+            timed = call.future.result()
+            self._schedule.observe(call.kind, (timed.finished - call.submitted) * 1000)
+            if timed.value.kind == "model":
+                self._metrics.model_latency(timed.value.latency_ms)
+            step = self._runtime.advance(call.state, timed.value, now_ms, call.history)
+        except Exception as error:
+            yield from self._abandon(call, error, key, ctx, now_ms)
+            return
+        yield from self._continue(step, _totals(call.state), call.history, key, ctx, now_ms)
+
+    def _continue(
+        self,
+        step: Step,
+        before: UsageTotals,
+        history: list[ChatMessage],
+        key: str,
+        ctx: Any,
+        now_ms: int,
+    ) -> Iterator[Any]:
+        """Settle a step of a running run; when it ended, start the key's next input."""
+        running = yield from self._settle(step, before, history, key, ctx, now_ms)
+        if not running:
+            yield from self._begin(self._dequeue(), key, ctx)
+
+    def _abandon(
+        self, call: _Call, error: BaseException, key: str, ctx: Any, now_ms: int
+    ) -> Iterator[Any]:
+        """End a run whose call or step failed unexpectedly: dead letter, then the next input."""
+        self._metrics.runs_failed.inc()
+        self._metrics.dead_letters.inc()
+        yield (
+            DEAD_LETTERS_TAG,
+            dead_letter_record(
+                "run",
+                _error_type(error),
+                _clip(str(error)),
+                call.state.raw or "",
+                key=key,
+                record_id=call.state.input_id,
+            ),
+        )
+        self._run.clear()
+        yield from self._begin(self._dequeue(), key, ctx)

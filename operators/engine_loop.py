@@ -1,0 +1,120 @@
+"""The asyncio event loop, in a background thread, on which the engine runs agent calls.
+
+The Flink task thread hands coroutines over with `submit` and gets a
+`concurrent.futures.Future` back; it never awaits anything itself. At most
+`max_in_flight` coroutines run at once (a semaphore on the loop side); `in_flight`
+counts the submitted ones that have not finished yet, and `wait_for_slot` lets the task
+thread block until that count is below the bound, which is how the engine pushes back on
+its input. Waiting never needs the task thread, so it cannot deadlock against timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = ["EngineLoop", "Timed"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Timed(Generic[T]):
+    """A coroutine's result with the moments (monotonic seconds) it started and finished."""
+
+    value: T
+    started: float
+    finished: float
+
+    @property
+    def seconds(self) -> float:
+        """How long the coroutine ran once it had a slot."""
+        return self.finished - self.started
+
+
+class EngineLoop:
+    """Runs coroutines on one event loop thread, at most `max_in_flight` at a time."""
+
+    def __init__(self, max_in_flight: int, name: str = "streamagents-loop") -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        self.max_in_flight = max_in_flight
+        self._loop = asyncio.new_event_loop()
+        self._semaphore: asyncio.Semaphore | None = None
+        self._slots = threading.Condition()
+        self._in_flight = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._ready = threading.Event()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._semaphore = asyncio.Semaphore(self.max_in_flight)
+        self._loop.call_soon(self._ready.set)
+        self._loop.run_forever()
+
+    def start(self) -> EngineLoop:
+        """Start the loop thread and wait until it runs."""
+        self._thread.start()
+        self._ready.wait()
+        return self
+
+    @property
+    def in_flight(self) -> int:
+        """Submitted coroutines that have not finished (running or waiting for a slot)."""
+        return self._in_flight
+
+    def wait_for_slot(self, timeout_s: float | None = None) -> bool:
+        """Block until fewer than `max_in_flight` coroutines are in flight; False on timeout."""
+        with self._slots:
+            return self._slots.wait_for(lambda: self._in_flight < self.max_in_flight, timeout_s)
+
+    def submit(self, coroutine: Awaitable[T]) -> concurrent.futures.Future[Timed[T]]:
+        """Schedule `coroutine`; the future resolves to its result with timings."""
+        with self._slots:
+            self._in_flight += 1
+        return asyncio.run_coroutine_threadsafe(self._bounded(coroutine), self._loop)
+
+    async def _bounded(self, coroutine: Awaitable[T]) -> Timed[T]:
+        try:
+            assert self._semaphore is not None
+            async with self._semaphore:
+                started = time.monotonic()
+                value = await coroutine
+                return Timed(value, started, time.monotonic())
+        finally:
+            with self._slots:
+                self._in_flight -= 1
+                self._slots.notify_all()
+
+    def call(self, coroutine: Awaitable[T], timeout_s: float) -> T:
+        """Run `coroutine` on the loop (outside the bound) and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout_s)
+
+    def stop(
+        self, closer: Callable[[], Awaitable[Any]] | None = None, timeout_s: float = 5.0
+    ) -> None:
+        """Cancel what still runs, await `closer()` on the loop, then stop the thread."""
+        if not self._thread.is_alive():
+            return
+
+        async def shutdown() -> None:
+            current = asyncio.current_task()
+            pending = [t for t in asyncio.all_tasks() if t is not current]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            if closer is not None:
+                await closer()
+
+        try:
+            self.call(shutdown(), timeout_s)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            pass
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout_s)

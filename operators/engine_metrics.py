@@ -1,0 +1,78 @@
+"""The agent engine's metrics, registered in the operator's Flink metric group.
+
+PyFlink offers counters, gauges, meters and distributions but no histogram, so model
+latency is reported twice: as a distribution (`model_latency_ms`: count, min, max, mean
+over the job's life) and as percentile gauges (`model_latency_p50_ms`, `_p95_ms`,
+`_p99_ms`) over the last 1024 model calls.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import NamedTuple
+
+from pyflink.metrics import MetricGroup
+
+__all__ = ["EngineMetrics", "UsageTotals"]
+
+_WINDOW = 1024
+
+
+class UsageTotals(NamedTuple):
+    """Cumulative calls and tokens of one run, as its state or output reports them."""
+
+    model_calls: int = 0
+    tool_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+class EngineMetrics:
+    """Counters, gauges and latency figures of one agent operator subtask."""
+
+    def __init__(
+        self, group: MetricGroup, in_flight: Callable[[], int], busy_keys: Callable[[], int]
+    ) -> None:
+        self.runs_started = group.counter("runs_started")
+        self.runs_finished = group.counter("runs_finished")
+        self.runs_failed = group.counter("runs_failed")
+        self.model_calls = group.counter("model_calls")
+        self.tool_calls = group.counter("tool_calls")
+        self.tokens_in = group.counter("tokens_in")
+        self.tokens_out = group.counter("tokens_out")
+        self.dead_letters = group.counter("dead_letters")
+        self.calls_reissued = group.counter("calls_reissued")
+        group.gauge("in_flight", in_flight)
+        group.gauge("busy_keys", busy_keys)
+        self._latency = group.distribution("model_latency_ms")
+        self._recent: deque[int] = deque(maxlen=_WINDOW)
+        for name, share in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99)):
+            group.gauge(f"model_latency_{name}_ms", self._percentile_reader(share))
+
+    def _percentile_reader(self, share: float) -> Callable[[], int]:
+        def read() -> int:
+            recent = sorted(self._recent)
+            return recent[min(len(recent) - 1, int(share * len(recent)))] if recent else 0
+
+        return read
+
+    def model_latency(self, milliseconds: float) -> None:
+        """Record the wall time of one model call."""
+        value = round(milliseconds)
+        self._latency.update(value)
+        self._recent.append(value)
+
+    def usage(self, before: UsageTotals, after: UsageTotals) -> None:
+        """Count the calls and tokens a run consumed between two of its snapshots."""
+        model_calls, tool_calls, tokens_in, tokens_out = (
+            max(0, a - b) for a, b in zip(after, before, strict=True)
+        )
+        if model_calls:
+            self.model_calls.inc(model_calls)
+        if tool_calls:
+            self.tool_calls.inc(tool_calls)
+        if tokens_in:
+            self.tokens_in.inc(tokens_in)
+        if tokens_out:
+            self.tokens_out.inc(tokens_out)

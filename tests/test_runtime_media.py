@@ -1,0 +1,130 @@
+"""Media in runs: offloaded to the store above the threshold, refs in state, events, outputs."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+from agent_doubles import ScriptedTestModel, answer, calls, drive
+from streamagents.connectors.media import MediaStore
+from streamagents.operators.config import AgentConfig, ModelSpec
+from streamagents.operators.runtime import AgentRuntime
+from streamagents.operators.tools import ToolRegistry
+from streamagents.serde.chat import ChatResponse
+from streamagents.serde.messages import ChatMessage, ImagePart, TextPart
+
+BIG = b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"seed").digest() * 4096  # ~128 KiB
+SMALL = b"\x89PNG\r\n\x1a\n" + b"\x00" * 100
+
+
+def camera(name: str) -> list:
+    """Take a picture with a camera.
+
+    Args:
+        name: Which camera.
+    """
+    return [f"camera {name}", ImagePart(data=BIG, mime_type="image/png")]
+
+
+def make_runtime(tmp_path: Path, *replies: object, threshold: int = 65536) -> AgentRuntime:
+    cfg = AgentConfig(
+        model=ModelSpec(provider="test", model="scripted"),
+        media_store=str(tmp_path / "media"),
+        offload_threshold_bytes=threshold,
+    )
+    model = ScriptedTestModel(list(replies))  # type: ignore[arg-type]
+    return AgentRuntime(cfg, model, ToolRegistry([camera]), MediaStore(cfg.media_store))
+
+
+def image_input(data: bytes, **fields: object) -> str:
+    part = {"kind": "image", "mime_type": "image/png", "data": base64.b64encode(data).decode()}
+    return json.dumps({"key": "k", "text": "what is this?", "parts": [part], **fields})
+
+
+def test_input_media_above_the_threshold_is_offloaded_and_the_model_gets_the_ref(
+    tmp_path: Path,
+) -> None:
+    runtime = make_runtime(tmp_path, answer("a logo"))
+    done = drive(runtime, image_input(BIG))
+    assert isinstance(runtime.model, ScriptedTestModel)
+    sent = runtime.model.calls[0].messages[-1]
+    image = sent.parts[1]
+    assert image.data is None and image.ref is not None
+    assert image.ref.sha256 == hashlib.sha256(BIG).hexdigest()
+    assert runtime.store.get(image.ref) == BIG
+    input_event = done.events[0]
+    assert input_event["messages"][0]["parts"][1]["ref"]["size_bytes"] == len(BIG)
+    assert input_event["messages"][0]["parts"][1]["data"] is None
+
+
+def test_input_media_below_the_threshold_stays_inline(tmp_path: Path) -> None:
+    runtime = make_runtime(tmp_path, answer("tiny"))
+    drive(runtime, image_input(SMALL))
+    assert isinstance(runtime.model, ScriptedTestModel)
+    assert runtime.model.calls[0].messages[-1].parts[1].data == SMALL
+
+
+def test_a_tool_image_is_stored_and_travels_as_a_ref_in_state_and_request(
+    tmp_path: Path,
+) -> None:
+    runtime = make_runtime(tmp_path, calls(("camera", {"name": "north"})), answer("a cat"))
+    done = drive(runtime, '{"key": "k", "text": "look"}')
+    assert isinstance(runtime.model, ScriptedTestModel)
+    result = runtime.model.calls[1].messages[-1]
+    assert result.role == "tool" and result.content == "camera north"
+    image = result.parts[1]
+    assert image.ref is not None and image.data is None
+    assert runtime.store.get(image.ref) == BIG
+    for state in done.states:
+        assert len(state.model_dump_json()) < 4096
+    response = next(e for e in done.events if e["event_type"] == "tool_response")
+    assert len(json.dumps(response)) < 4096
+
+
+def test_media_in_the_answer_is_a_ref_in_the_output_record(tmp_path: Path) -> None:
+    reply = ChatResponse(
+        message=ChatMessage(
+            role="assistant",
+            parts=[TextPart(text="here"), ImagePart(data=SMALL, mime_type="image/png")],
+        )
+    )
+    runtime = make_runtime(tmp_path, reply)
+    done = drive(runtime, '{"key": "k", "text": "draw"}')
+    assert done.output["text"] == "here"
+    kinds = [p["kind"] for p in done.output["parts"]]
+    assert kinds == ["text", "image"]
+    image = done.output["parts"][1]
+    assert image["data"] is None and image["ref"]["sha256"] == hashlib.sha256(SMALL).hexdigest()
+
+
+def test_a_large_raw_input_is_kept_as_a_ref_and_the_dead_letter_gives_it_back(
+    tmp_path: Path,
+) -> None:
+    raw = image_input(BIG, id="in-7")
+    runtime = make_runtime(tmp_path, RuntimeError("provider down"))
+    done = drive(runtime, raw)
+    assert all(s.raw is None and s.raw_ref is not None for s in done.states)
+    assert all(len(s.model_dump_json()) < 4096 for s in done.states)
+    assert done.dead_letter is not None and done.dead_letter["input"] == raw
+
+
+def test_state_stays_small_after_ten_turns_with_five_megabyte_images(tmp_path: Path) -> None:
+    images = [hashlib.sha256(bytes([i])).digest() * 32768 for i in range(5)]  # 5 x 1 MiB
+    parts = [
+        {"kind": "image", "mime_type": "image/png", "data": base64.b64encode(b).decode()}
+        for b in images
+    ]
+    runtime = make_runtime(tmp_path, *[answer(f"turn {i}") for i in range(10)])
+    history: list[ChatMessage] = []
+    largest_state = 0
+    for turn in range(10):
+        raw = json.dumps({"id": f"t{turn}", "key": "k", "text": "describe", "parts": parts})
+        done = drive(runtime, raw, history=history)
+        largest_state = max(largest_state, *(len(s.model_dump_json()) for s in done.states))
+        assert done.history is not None
+        history = done.history
+    history_bytes = sum(len(m.model_dump_json()) for m in history)
+    assert largest_state < 8192
+    assert history_bytes < 16384
