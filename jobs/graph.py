@@ -7,6 +7,7 @@ once) and events (the Avro event log). Operator names are fixed (`source`, `outp
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pyflink.common import Configuration
@@ -31,8 +32,12 @@ OUTPUTS_NAME = "outputs"
 DEAD_LETTERS_NAME = "dead-letters"
 
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+
+
 def _uri(path_or_uri: str) -> str:
-    return path_or_uri if "://" in path_or_uri else Path(path_or_uri).resolve().as_uri()
+    """A URI as given (`file:/x`, `s3://b/x`, ...), a local path as a `file://` URI."""
+    return path_or_uri if _SCHEME.match(path_or_uri) else Path(path_or_uri).resolve().as_uri()
 
 
 def flink_configuration(

@@ -86,7 +86,7 @@ def summary(spec: JobSpec, state: str, seconds: float, last: Progress | None) ->
     dead = read_jsonl(spec.sinks.dead_letters.path)
     ok = sum(1 for record in outputs if record.get("status") == "ok")
     lines = [f"{spec.name}: {state} after {seconds:.1f} s"]
-    if last is not None and last.records_in is not None:
+    if last is not None and last.records_in:
         lines.append(f"  inputs read   {last.records_in}")
     lines += [
         f"  answers       {len(outputs)} ({ok} ok, {len(outputs) - ok} error)"

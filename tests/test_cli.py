@@ -48,9 +48,7 @@ def test_validate_reports_spec_errors_with_exit_code_2(
     assert secret not in err
 
 
-def test_validate_reports_a_broken_tool(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_validate_reports_a_broken_tool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "tools.yaml"
     spec.write_text(
         EXAMPLE.read_text().replace("support_tools:lookup_order", "support_tools:lookup_orders")
