@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Sequence
 
 from pyflink.datastream import StreamExecutionEnvironment
+
 from streamagents.jobs.graph import build_job, flink_configuration
 from streamagents.jobs.model_choice import model_spec
 from streamagents.jobs.spec import load_spec

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pyflink.common import Configuration
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
+
 from streamagents.connectors.files import jsonl_sink, jsonl_source, kafka_source
 from streamagents.jobs.spec import JobSpec, LoadedSpec
 from streamagents.operators import agent_stream, configure_environment

@@ -130,6 +130,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     # Imported here: validate and submit need no Flink gateway in this process.
     from pyflink.datastream import StreamExecutionEnvironment
+
     from streamagents.jobs.graph import build_job, flink_configuration
 
     spec = loaded.spec

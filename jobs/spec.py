@@ -28,6 +28,7 @@ from pydantic import (
     ValidationInfo,
     model_validator,
 )
+
 from streamagents.jobs.yaml_source import FieldPath, LoadedYaml, YamlSyntaxError, load_yaml
 from streamagents.operators.config import Budgets, MemoryConfig
 from streamagents.operators.tools import load_tool

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from streamagents.jobs.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "jobs" / "examples" / "support_tickets.yaml"

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from google import genai
 from google.genai import types
+
 from streamagents.connectors.testing import LoopbackStubServer
 from streamagents.connectors.testing.demo_support import DEMO_PREFIX, respond
 from streamagents.jobs.examples.support_tools import fetch_attachment, lookup_order

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.files import read_jsonl
 from streamagents.connectors.testing.demo_support import DEMO_PREFIX

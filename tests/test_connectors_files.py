@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from pyflink.datastream import StreamExecutionEnvironment
+
 from streamagents.connectors.files import count_lines, jsonl_sink, jsonl_source, read_jsonl
 
 

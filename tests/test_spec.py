@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.spec import SpecError, check_tools, load_spec
