@@ -1,0 +1,86 @@
+"""The example job submitted to a real standalone Flink cluster (JobManager + 2 TaskManagers
+on 127.0.0.1, started from the wheel's scripts) with `streamagents submit`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streamagents.connectors.eventlog import read_events
+from streamagents.connectors.files import read_jsonl
+from streamagents.jobs.cluster import StandaloneCluster, rest_call
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "jobs" / "examples"
+CLI = str(Path(sys.executable).parent / "streamagents")
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(
+        [CLI, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, StandaloneCluster]]:
+    """A cluster started with `streamagents cluster start`; always stopped, even on failure."""
+    workdir = tmp_path_factory.mktemp("cluster")
+    handle = StandaloneCluster(workdir)
+    try:
+        started = cli("cluster", "start", "--dir", str(workdir), timeout=180)
+        assert started.returncode == 0, started.stdout + started.stderr
+        address = re.search(r"http://(localhost:\d+)", started.stdout)
+        assert address, started.stdout
+        yield address.group(1), handle
+    finally:
+        cli("cluster", "stop", "--dir", str(workdir), timeout=120)
+        handle.stop()
+    assert handle.pids() == [], "cluster processes outlived the test"
+
+
+@pytest.mark.e2e
+def test_submitted_example_runs_on_two_taskmanagers_and_writes_its_results(
+    cluster: tuple[str, StandaloneCluster], tmp_path: Path
+) -> None:
+    address, handle = cluster
+    overview = rest_call(address, "/overview")
+    assert overview["taskmanagers"] == 2 and overview["slots-total"] == 2
+    assert len(handle.pids()) == 3
+
+    shutil.copytree(EXAMPLES, tmp_path / "job", ignore=shutil.ignore_patterns("out"))
+    result = cli("submit", str(tmp_path / "job" / "support_tickets.yaml"), "--jobmanager", address)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    job_id = re.search(r"^([0-9a-f]{32})$", result.stdout, re.MULTILINE)
+    assert job_id, result.stdout
+    assert rest_call(address, f"/jobs/{job_id.group(1)}")["state"] == "FINISHED"
+
+    out = tmp_path / "job" / "out" / "support_tickets"
+    outputs = read_jsonl(out / "answers")
+    assert sorted(r["id"] for r in outputs) == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005"]
+    assert all(r["status"] == "ok" for r in outputs)
+    assert len(read_jsonl(out / "dead_letters")) == 2
+    events = list(read_events(out / "events"))
+    assert {e["run_id"] for e in events if e["event_type"] == "output"} == {
+        r["run_id"] for r in outputs
+    }
+
+
+@pytest.mark.e2e
+def test_cluster_processes_are_gone_after_a_failing_block(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="test failed here"):  # noqa: SIM117
+        with StandaloneCluster(tmp_path, taskmanagers=1) as started:
+            pids = started.pids()
+            assert len(pids) == 2
+            raise RuntimeError("test failed here")
+    assert started.pids() == []
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
