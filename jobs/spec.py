@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from streamagents.connectors.models import PROVIDERS
 from streamagents.jobs.yaml_source import FieldPath, LoadedYaml, YamlSyntaxError, load_yaml
 from streamagents.operators.config import Budgets, MemoryConfig
 from streamagents.operators.tools import load_tool
@@ -297,11 +298,24 @@ def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> Loa
 
 
 def check_tools(loaded: LoadedSpec) -> None:
-    """Import every tool the spec names; raises `SpecError` for each one that is unusable."""
+    """Import every tool the spec names and check the chosen model's provider is installed;
+    raises `SpecError` naming each problem."""
     spec_dir = str(loaded.base_dir)
     if spec_dir not in sys.path:
         sys.path.append(spec_dir)
     problems = []
+    provider = "gemini" if loaded.model.provider == "demo" else loaded.model.provider
+    if provider not in PROVIDERS:
+        index = loaded.spec.agent.model.index(loaded.model)
+        path = ("agent", "model", index, "provider")
+        problems.append(
+            SpecProblem(
+                loaded.source.source_map.line_of(_yaml_path(path, loaded.source.data)),
+                _dotted(_yaml_path(path, loaded.source.data)),
+                f"provider {provider!r} is not available in this installation "
+                f"(available: {', '.join(sorted(PROVIDERS))})",
+            )
+        )
     for index, target in enumerate(loaded.spec.agent.tools):
         try:
             load_tool(target)

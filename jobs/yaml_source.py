@@ -5,8 +5,9 @@ numbers, so a validation error can name the line a user must fix. Every string o
 form `${NAME}` or `${NAME:-default}` (alone or inside a longer string) is replaced by the
 environment variable's value; the values substituted are remembered so that `redact` can
 strip them from any message before it is shown — a secret never reaches a terminal or a
-log. A variable that is not set is not an error here: its place is recorded in
-`missing`, and the spec decides whether that place is in use.
+log. A variable that is not set (or set to an empty string, as compose files often do) is
+not an error here: its place is recorded in `missing`, and the spec decides whether that
+place is in use.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def _convert(
 def _substitute(value: str, path: FieldPath, out: LoadedYaml, env: Mapping[str, str]) -> str:
     def replace(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
-        if name in env:
+        if env.get(name):
             out.substituted[name] = env[name]
             return env[name]
         if default is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from streamagents.connectors.models import PROVIDERS
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.spec import SpecError, check_tools, load_spec
@@ -119,6 +120,7 @@ def test_default_syntax_fills_an_unset_variable(tmp_path: Path) -> None:
 def test_first_model_candidate_with_its_secrets_set_is_chosen() -> None:
     assert load_spec(EXAMPLE, {"GEMINI_API_KEY": "g"}).model.provider == "gemini"
     assert load_spec(EXAMPLE, {"OPENAI_API_KEY": "o"}).model.provider == "openai"
+    assert load_spec(EXAMPLE, {"GEMINI_API_KEY": ""}).model.provider == "demo"
     demo = load_spec(EXAMPLE, {}).model
     assert demo.provider == "demo"
     spec = model_spec(demo, "http://127.0.0.1:1")
@@ -174,3 +176,12 @@ def test_tools_next_to_the_spec_are_importable(tmp_path: Path) -> None:
 def test_committed_sample_data_matches_its_generator() -> None:
     for relative, content in sample_files().items():
         assert (DATA_DIR / relative).read_bytes() == content, relative
+
+
+def test_a_provider_this_installation_lacks_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(PROVIDERS, "gemini")
+    with pytest.raises(SpecError) as caught:
+        check_tools(load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"}))
+    assert ":6: agent.model.provider: provider 'gemini' is not available" in str(caught.value)
