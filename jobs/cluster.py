@@ -106,6 +106,7 @@ class StandaloneCluster:
         self.conf_dir = self.workdir / "conf"
         self.log_dir = self.workdir / "log"
         self.pid_dir = self.workdir / "pid"
+        self.lib_dir = self.workdir / "lib"
 
     @property
     def rest_address(self) -> str:
@@ -119,13 +120,26 @@ class StandaloneCluster:
                 "FLINK_CONF_DIR": str(self.conf_dir),
                 "FLINK_LOG_DIR": str(self.log_dir),
                 "FLINK_PID_DIR": str(self.pid_dir),
+                "FLINK_LIB_DIR": str(self.lib_dir),
             }
         )
 
     def write_configuration(self) -> None:
-        """Copy the wheel's conf/ and set loopback addresses, free ports and slots."""
-        for directory in (self.conf_dir, self.log_dir, self.pid_dir):
+        """Copy the wheel's conf/ and set loopback addresses, free ports and slots; link its
+        lib/ jars plus opt/flink-python into a private lib/."""
+        for directory in (self.conf_dir, self.log_dir, self.pid_dir, self.lib_dir):
             directory.mkdir(parents=True, exist_ok=True)
+        # flink-python (with pemja) on the daemons' own classpath, loaded parent-first: else
+        # each job loads it in its own class loader, and on Java 17 pemja fails from the
+        # second job on a TaskManager ("NoSuchFieldException: loadedLibraryNames").
+        jars = [
+            *(flink_home() / "lib").glob("*.jar"),
+            *(flink_home() / "opt").glob("flink-python*.jar"),
+        ]
+        for jar in jars:
+            link = self.lib_dir / jar.name
+            if not link.exists():
+                link.symlink_to(jar)
         source = flink_home() / "conf"
         for item in source.iterdir():
             if item.is_file() and item.name != "config.yaml":
@@ -143,6 +157,7 @@ class StandaloneCluster:
             "rest.address": "localhost",
             "rest.bind-address": "localhost",
             "rest.port": self.rest_port,
+            "classloader.parent-first-patterns.additional": ["pemja."],
             **self._extra_conf,
         }
         for key, value in settings.items():

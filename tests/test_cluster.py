@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,15 +16,20 @@ import pytest
 
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.files import read_jsonl
+from streamagents.connectors.testing import LoopbackStubServer
+from streamagents.connectors.testing.demo_support import respond
 from streamagents.jobs.cluster import StandaloneCluster, rest_call
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "jobs" / "examples"
 CLI = str(Path(sys.executable).parent / "streamagents")
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, timeout: float = 300, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra_env or {})
     return subprocess.run(
         [CLI, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -71,6 +77,38 @@ def test_submitted_example_runs_on_two_taskmanagers_and_writes_its_results(
     assert {e["run_id"] for e in events if e["event_type"] == "output"} == {
         r["run_id"] for r in outputs
     }
+
+
+@pytest.mark.e2e
+def test_submit_returns_the_job_id_at_once_and_the_key_reaches_the_workers_unprinted(
+    cluster: tuple[str, StandaloneCluster], tmp_path: Path
+) -> None:
+    address, _ = cluster
+    secret = "AIza-cluster-secret-never-printed"
+    shutil.copytree(EXAMPLES, tmp_path / "job", ignore=shutil.ignore_patterns("out"))
+    spec = tmp_path / "job" / "support_tickets.yaml"
+    with LoopbackStubServer(respond) as stub:
+        text = spec.read_text().replace(
+            'options: {api_key: "${GEMINI_API_KEY}"}',
+            'options: {api_key: "${GEMINI_API_KEY}", base_url: "' + stub.url + '"}',
+        )
+        spec.write_text(text)
+        result = cli(
+            "submit", str(spec), "--jobmanager", address, extra_env={"GEMINI_API_KEY": secret}
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert secret not in result.stdout + result.stderr
+        assert "DEMO" not in result.stdout
+        job_id = result.stdout.strip()
+        assert re.fullmatch(r"[0-9a-f]{32}", job_id), result.stdout
+        deadline = time.monotonic() + 180
+        while rest_call(address, f"/jobs/{job_id}")["state"] != "FINISHED":
+            assert time.monotonic() < deadline, "job did not finish"
+            time.sleep(1)
+    keys = {request.headers.get("x-goog-api-key") for request in stub.requests}
+    assert keys == {secret}
+    outputs = read_jsonl(tmp_path / "job" / "out" / "support_tickets" / "answers")
+    assert len(outputs) == 5 and all(r["status"] == "ok" for r in outputs)
 
 
 @pytest.mark.e2e
