@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from streamagents.serde.avro import LogLevel
 
 __all__ = ["AgentConfig", "Budgets", "MemoryConfig", "ModelSpec"]
 
@@ -86,6 +88,11 @@ class AgentConfig(BaseModel):
         default=65536, ge=0, description="Inline media larger than this goes to the store."
     )
     event_log_level: str = Field(
-        default="standard", description="How much the event log records (see the event log)."
+        default="standard", description='Event log level: "off", "standard" or "verbose".'
     )
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
+
+    @field_validator("event_log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        return LogLevel.parse(value).value

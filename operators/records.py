@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
 from streamagents.serde.messages import ChatMessage, Part, TextPart
 
 __all__ = ["InputError", "InputRecord", "dead_letter_record", "parse_input"]
@@ -49,10 +50,10 @@ def _lookup(obj: dict[str, Any], dotted: str) -> Any:
     return current
 
 
-def _validation_summary(exc: ValidationError, prefix: str) -> str:
-    """The errors' locations and messages, never the input values."""
+def _parts_errors(exc: ValidationError) -> str:
+    """Where each part is invalid and why, never the input values."""
     return "; ".join(
-        f"{'.'.join(str(p) for p in (prefix, *err['loc']) if p != '') or '(record)'}: {err['msg']}"
+        f"{'.'.join(str(p) for p in ('parts', *err['loc']))}: {err['msg']}"
         for err in exc.errors(include_input=False, include_url=False)
     )
 
@@ -88,21 +89,12 @@ def parse_input(raw: str, key_field: str) -> InputRecord:
     try:
         media = _PARTS.validate_python(parts or [])
     except ValidationError as exc:
-        raise InputError(
-            f"invalid part: {_validation_summary(exc, 'parts')}", "InvalidPart"
-        ) from None
-    try:
-        if media:
-            message = ChatMessage(
-                role="user", parts=([TextPart(text=text)] if text else []) + media
-            )
-        else:
-            message = ChatMessage(role="user", content=text or "")
-    except ValidationError as exc:
-        raise InputError(
-            f"invalid message: {_validation_summary(exc, '')}", "InvalidPart"
-        ) from None
-    top_key = key_field.split(".", 1)[0] if "." not in key_field else None
+        raise InputError(f"invalid part: {_parts_errors(exc)}", "InvalidPart") from None
+    if media:
+        message = ChatMessage(role="user", parts=([TextPart(text=text)] if text else []) + media)
+    else:
+        message = ChatMessage(role="user", content=text or "")
+    top_key = None if "." in key_field else key_field  # a nested key's parent object stays
     attributes = {k: v for k, v in obj.items() if k not in _RESERVED and k != top_key}
     return InputRecord(id=record_id, key=str(key), message=message, attributes=attributes, raw=raw)
 

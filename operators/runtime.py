@@ -26,10 +26,11 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models.base import ChatModel
+from streamagents.connectors.models import ChatModel, create_model
 from streamagents.operators.config import AgentConfig
-from streamagents.operators.memory import history_expired, trim_history
+from streamagents.operators.memory import history_expired, packed_message, trim_history
 from streamagents.operators.records import (
     InputError,
     InputRecord,
@@ -37,9 +38,10 @@ from streamagents.operators.records import (
     parse_input,
 )
 from streamagents.operators.run_events import event_id_for, make_event
+from streamagents.operators.settle import settle
 from streamagents.operators.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
-from streamagents.serde.messages import ChatMessage, MediaRef, ToolCall
+from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
 
 __all__ = [
     "AgentRuntime",
@@ -132,6 +134,17 @@ class RunState(BaseModel):
         """Input plus output tokens so far."""
         return self.input_tokens + self.output_tokens
 
+    def pack(self) -> str:
+        """Compact JSON for keyed state (messages as `memory.pack_messages` writes them)."""
+        data = self.model_dump(mode="json", exclude={"messages"}, exclude_none=True)
+        data["messages"] = [packed_message(m) for m in self.messages]
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def unpack(cls, text: str) -> RunState:
+        """A RunState from `pack` (or from `model_dump_json`)."""
+        return cls.model_validate_json(text)
+
 
 class Outcome(BaseModel):
     """What `perform` did: a model response, tool results, or an error; JSON-serialisable."""
@@ -182,21 +195,22 @@ class _Run:
         self.events: list[str] = []
 
     def emit(self, event_type: str, upstream: str | None = None, **payload: Any) -> str:
+        """Record an event of the run (unless the log is off); returns its id."""
         sequence = self.data["sequence"] + 1
         event_id = event_id_for(self.data["run_id"], sequence)
         if self.runtime.config.event_log_level != "off":
+            for field in ("messages", "tool_results"):
+                if field in payload:
+                    payload[field] = [self.runtime.loggable(m) for m in payload[field]]
             self.events.append(
                 make_event(
                     event_type,
-                    event_id=event_id,
                     job_id=self.runtime.config.job_id,
                     key=self.data["key"],
                     run_id=self.data["run_id"],
                     sequence=sequence,
                     timestamp_ms=self.now_ms,
-                    upstream_event_id=upstream
-                    if upstream is not None
-                    else self.data["last_event_id"],
+                    upstream_event_id=self.data["last_event_id"] if upstream is None else upstream,
                     **payload,
                 )
             )
@@ -224,12 +238,14 @@ class AgentRuntime:
     @classmethod
     def from_config(cls, config: AgentConfig) -> AgentRuntime:
         """Build the model, tools and media store a config names."""
-        from streamagents.connectors.models import create_model  # type: ignore[attr-defined]
-
         store = MediaStore(config.media_store)
         spec = config.model
         model = create_model(spec.provider, spec.model, media_store=store, **spec.options)
-        tools = ToolRegistry.from_paths(config.tools, timeout_s=config.tool_timeout_s)
+        tools = ToolRegistry.from_paths(
+            config.tools,
+            timeout_s=config.tool_timeout_s,
+            max_workers=config.max_in_flight,  # every run in flight may be in a sync tool
+        )
         return cls(config, model, tools, store)
 
     def parse(self, raw: str) -> InputRecord:
@@ -264,14 +280,16 @@ class AgentRuntime:
             missing = [
                 p.ref for p in message.media if p.ref is not None and not self.store.exists(p.ref)
             ]
+            loggable = self.loggable(message)
         except Exception as exc:
             run.emit(
-                "input", upstream=None, messages=[record.message.model_copy(update={"parts": []})]
+                "input",
+                messages=[ChatMessage.user(record.message.content)],
+                attributes={"input_id": record.id},
             )
-            return self._fail(run, ErrorInfo(type="MediaStoreError", message=_clip(str(exc))), True)
-        input_id = run.emit(
-            "input", upstream=None, messages=[message], attributes=record.attributes
-        )
+            error = ErrorInfo(type="MediaStoreError", message=_clip(str(exc)))
+            return self._fail(run, error, dead_letter=True)
+        input_event = run.emit("input", messages=[loggable], attributes={"input_id": record.id})
         if missing:
             digests = ", ".join(ref.sha256 for ref in missing)
             error = ErrorInfo(
@@ -280,15 +298,39 @@ class AgentRuntime:
             )
             return self._fail(run, error, dead_letter=True)
         run.data["messages"].append(message)
-        request_id = self._request_model(run, upstream=input_id)
+        request_id = self._request_model(run, upstream=input_event)
         return Step(state=run.snapshot(ModelAction(request_event_id=request_id)), events=run.events)
+
+    def loggable(self, message: ChatMessage) -> ChatMessage:
+        """The message as events carry it: inline media stored and sent as refs.
+
+        Should the store fail, each inline part is logged as a text placeholder instead, so
+        logging never fails a run."""
+        if not any(p.data is not None for p in message.media):
+            return message
+        try:
+            return self.store.offload(message, 0)
+        except Exception as exc:
+            parts = [
+                TextPart(
+                    text=f"[{p.kind} {p.mime_type}, {len(p.data)} bytes, not stored: "
+                    f"{type(exc).__name__}]"
+                )
+                if not isinstance(p, TextPart) and p.data is not None
+                else p
+                for p in message.parts
+            ]
+            return message.model_copy(update={"parts": parts})
 
     def _keep_raw(self, raw: str) -> tuple[str | None, MediaRef | None]:
         """Keep a small raw input in state; put a large one in the store and keep its ref."""
         encoded = raw.encode()
         if len(encoded) <= self.config.offload_threshold_bytes:
             return raw, None
-        return None, self.store.put(encoded, "application/json")
+        try:
+            return None, self.store.put(encoded, "application/json")
+        except Exception:
+            return raw, None  # keeping it inline is the only way not to lose it
 
     def _raw_input(self, data: dict[str, Any]) -> str:
         """The raw input line of a run, read back from the store when it was large."""
@@ -306,47 +348,49 @@ class AgentRuntime:
         return run.emit(
             "chat_request",
             upstream=upstream,
-            model=f"{self.config.model.provider}/{self.config.model.model}",
-            tools=self.tools.names,
+            model=self.config.model.model,
+            attributes={
+                "provider": self.config.model.provider,
+                "tools": ",".join(self.tools.names),
+            },
         )
 
     # -- perform ---------------------------------------------------------------------------
 
     async def perform(self, state: RunState, history: Sequence[ChatMessage]) -> Outcome:
-        """Do the pending action: one model call, or the turn's tool calls concurrently."""
+        """Do the pending action: one model call, or the turn's tool calls concurrently.
+
+        Never raises: a failure, or the run deadline passing during the call, comes back as
+        `Outcome.error`. Changes nothing, so it may be issued again for the same state."""
         pending = state.pending
         started = time.monotonic()
         deadline_ms = state.started_ms + self.config.budgets.run_timeout_s * 1000
         remaining_s = (deadline_ms - self.clock_ms()) / 1000
-        kind: Literal["model", "tools"] = "model" if isinstance(pending, ModelAction) else "tools"
+        model_turn = isinstance(pending, ModelAction)
+        outcome: dict[str, Any] = {
+            "kind": "model" if model_turn else "tools",
+            "action_id": pending.request_event_id,
+        }
+        value: Any = None
+        raised: Exception | None = None
         try:
             if remaining_s <= 0:
                 raise asyncio.TimeoutError
             if isinstance(pending, ModelAction):
-                response = await asyncio.wait_for(self._call_model(state, history), remaining_s)
-                return Outcome(
-                    kind=kind,
-                    action_id=pending.request_event_id,
-                    response=response,
-                    latency_ms=(time.monotonic() - started) * 1000,
-                )
-            results = await asyncio.wait_for(self._run_tools(pending.calls), remaining_s)
-            return Outcome(
-                kind=kind,
-                action_id=pending.request_event_id,
-                results=results,
-                latency_ms=(time.monotonic() - started) * 1000,
-            )
+                work = self._call_model(state, history)
+            else:
+                work = self._run_tools(pending.calls)
+            value, raised = await asyncio.wait_for(settle(work), remaining_s)
         except asyncio.TimeoutError:
-            error = ErrorInfo(type="RunTimeout", message="the run timed out during the call")
-        except Exception as exc:
-            error = ErrorInfo(type=type(exc).__name__, message=_clip(str(exc)))
-        return Outcome(
-            kind=kind,
-            action_id=pending.request_event_id,
-            error=error,
-            latency_ms=(time.monotonic() - started) * 1000,
-        )
+            outcome["error"] = ErrorInfo(type="RunTimeout", message="the run deadline passed")
+        else:
+            if raised is not None:
+                message = _clip(str(raised)) or type(raised).__name__
+                outcome["error"] = ErrorInfo(type=type(raised).__name__, message=message)
+            else:
+                outcome["response" if model_turn else "results"] = value
+        outcome["latency_ms"] = (time.monotonic() - started) * 1000
+        return Outcome(**outcome)
 
     async def _call_model(self, state: RunState, history: Sequence[ChatMessage]) -> ChatResponse:
         request: list[ChatMessage] = []
@@ -380,7 +424,11 @@ class AgentRuntime:
         now_ms: int,
         history: Sequence[ChatMessage] | None = None,
     ) -> Step:
-        """Apply what `perform` returned; `history` is the key's current short-term history."""
+        """Apply what `perform` returned and decide the next action, or finish the run.
+
+        `history` is the key's current short-term history (the list given to `perform`); the
+        new history of a finished run is computed from it, so pass it (None counts as empty).
+        An outcome for an action other than the pending one is ignored (`Step.stale`)."""
         if (
             outcome.action_id != state.pending.request_event_id
             or outcome.kind != state.pending.kind
@@ -423,7 +471,7 @@ class AgentRuntime:
             "chat_response",
             upstream=pending.request_event_id,
             messages=[message],
-            usage=response.usage.model_dump(),
+            usage=response.usage,
             model=response.model_version or self.config.model.model,
             latency_ms=outcome.latency_ms,
             finish_reason=response.finish_reason,
@@ -479,7 +527,12 @@ class AgentRuntime:
         last = ""
         for request_id, result in zip(pending.request_event_ids, outcome.results, strict=True):
             data["messages"].append(result)
-            last = run.emit("tool_response", upstream=request_id, tool_results=[result])
+            last = run.emit(
+                "tool_response",
+                upstream=request_id,
+                tool_results=[result],
+                latency_ms=outcome.latency_ms,
+            )
         budgets = self.config.budgets
         if data["unknown_tool_calls"] > budgets.max_unknown_tool_calls:
             names = ", ".join(repr(n) for n in unknown)
@@ -540,7 +593,11 @@ class AgentRuntime:
 
     def _finish(self, run: _Run, message: ChatMessage, history: Sequence[ChatMessage]) -> Step:
         output = self._output(run, "ok", message, None)
-        run.emit("output", messages=[message], output=json.loads(output))
+        run.emit(
+            "output",
+            messages=[message],
+            attributes={"input_id": run.data["input_id"], "status": "ok"},
+        )
         memory = self.config.memory
         trimmed = trim_history(
             [*history, *run.data["messages"]], memory.max_messages, memory.max_bytes
@@ -548,17 +605,27 @@ class AgentRuntime:
         if trimmed.trimmed:
             run.emit(
                 "memory_trimmed",
-                dropped_messages=trimmed.dropped_messages,
-                dropped_bytes=trimmed.dropped_bytes,
-                kept_messages=len(trimmed.messages),
-                kept_bytes=trimmed.kept_bytes,
+                attributes={
+                    "dropped_messages": str(trimmed.dropped_messages),
+                    "dropped_bytes": str(trimmed.dropped_bytes),
+                    "kept_messages": str(len(trimmed.messages)),
+                    "kept_bytes": str(trimmed.kept_bytes),
+                },
             )
         return Step(state=None, events=run.events, output=output, history=trimmed.messages)
 
     def _fail(self, run: _Run, error: ErrorInfo, dead_letter: bool = False) -> Step:
-        run.emit("error", error_class=error.type, error_message=error.message)
+        facts = {"input_id": run.data["input_id"]}
+        if error.budget is not None:
+            facts.update(budget=error.budget, limit=f"{error.limit:g}")
+        run.emit(
+            "budget_exceeded" if error.budget is not None else "error",
+            error_class=error.type,
+            error_message=error.message,
+            attributes=facts,
+        )
         output = self._output(run, "error", None, error)
-        run.emit("output", output=json.loads(output))
+        run.emit("output", attributes={"input_id": run.data["input_id"], "status": "error"})
         letter = None
         if dead_letter:
             letter = dead_letter_record(

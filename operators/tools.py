@@ -32,6 +32,8 @@ from typing import Any, get_type_hints
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from streamagents.operators.settle import settle
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import (
     AudioPart,
@@ -53,6 +55,7 @@ _GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _NUMPY_ENTRY = re.compile(r"^(\w+)\s*(?::.*)?$")
 _SPHINX_PARAM = re.compile(r"^:(?:param|parameter|arg|argument)\s+(?:[^:]*\s)?(\w+):\s*(.*)$")
 _SPHINX_FIELD = re.compile(r"^:\w+")
+_SCHEMA_VALUES = frozenset({"default", "enum", "const", "examples"})  # data, not schemas
 
 
 class ToolImportError(ValueError):
@@ -130,8 +133,10 @@ def _clean_schema(node: Any) -> Any:
     for key, value in node.items():
         if key == "title" and isinstance(value, str):
             continue
-        if key in ("properties", "$defs") and isinstance(value, dict):
+        if key == "properties" and isinstance(value, dict):
             cleaned[key] = {name: _clean_schema(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_VALUES:
+            cleaned[key] = value
         else:
             cleaned[key] = _clean_schema(value)
     return cleaned
@@ -343,13 +348,16 @@ class ToolRegistry:
         self._max_workers = max_workers
         self._executor: ThreadPoolExecutor | None = None
         self._tools: dict[str, Tool] = {}
+        self._specs: list[ToolSpec] | None = None
         for item in tools:
             self.add(item)
 
     @classmethod
-    def from_paths(cls, paths: Sequence[str], *, timeout_s: float = 60.0) -> ToolRegistry:
+    def from_paths(
+        cls, paths: Sequence[str], *, timeout_s: float = 60.0, max_workers: int = 32
+    ) -> ToolRegistry:
         """Registry of the tools named by import paths `"package.module:function"`."""
-        return cls([load_tool(path) for path in paths], timeout_s=timeout_s)
+        return cls([load_tool(p) for p in paths], timeout_s=timeout_s, max_workers=max_workers)
 
     def add(self, item: Tool | Callable[..., Any] | str) -> Tool:
         """Register a tool, a plain callable, or an import path; names must be unique."""
@@ -357,6 +365,7 @@ class ToolRegistry:
         if new.name in self._tools:
             raise ValueError(f"two tools are named {new.name!r}; tool names must be unique")
         self._tools[new.name] = new
+        self._specs = None
         return new
 
     @property
@@ -376,7 +385,9 @@ class ToolRegistry:
 
     def specs(self) -> list[ToolSpec]:
         """What the model is told about each tool."""
-        return [t.spec() for t in self._tools.values()]
+        if self._specs is None:
+            self._specs = [t.spec() for t in self._tools.values()]
+        return list(self._specs)
 
     async def run(self, call: ToolCall) -> ChatMessage:
         """Run one call; never raises: failures become results with `is_error=True`."""
@@ -393,12 +404,16 @@ class ToolRegistry:
             )
             return self._error(call, f"invalid arguments for tool {call.name!r}: {problems}")
         try:
-            value = await asyncio.wait_for(self._invoke(found, kwargs), timeout=self.timeout_s)
-            content = tool_result_content(value)
-            return ChatMessage.tool_result(call.id, call.name, content)
+            value, raised = await asyncio.wait_for(
+                settle(self._invoke(found, kwargs)), self.timeout_s
+            )
         except asyncio.TimeoutError:
             return self._error(call, f"tool {call.name!r} timed out after {self.timeout_s:g} s")
-        except Exception as exc:
+        if raised is not None:
+            return self._error(call, f"{type(raised).__name__}: {raised}")
+        try:
+            return ChatMessage.tool_result(call.id, call.name, tool_result_content(value))
+        except Exception as exc:  # a return value that is neither text, JSON nor media
             return self._error(call, f"{type(exc).__name__}: {exc}")
 
     async def run_all(self, calls: Sequence[ToolCall]) -> list[ChatMessage]:

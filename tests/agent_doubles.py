@@ -74,6 +74,21 @@ def calls(*specs: tuple[str, dict[str, Any]], tokens: int = 10) -> ChatResponse:
     )
 
 
+def scripted_runtime(
+    tmp_path: Any, replies: Sequence[Reply], tools: Sequence[Any] = (), **config: Any
+) -> Any:
+    """An AgentRuntime over a ScriptedTestModel, the given tools and a store under tmp_path."""
+    from streamagents.connectors.media import MediaStore
+    from streamagents.operators.config import AgentConfig, ModelSpec
+    from streamagents.operators.runtime import AgentRuntime
+    from streamagents.operators.tools import ToolRegistry
+
+    config.setdefault("model", ModelSpec(provider="test", model="scripted"))
+    cfg = AgentConfig(media_store=str(tmp_path / "media"), **config)
+    model = ScriptedTestModel(list(replies))
+    return AgentRuntime(cfg, model, ToolRegistry(tools), MediaStore(cfg.media_store))
+
+
 @dataclass
 class Finished:
     """Everything a driven run produced."""
@@ -106,6 +121,10 @@ def drive(
         now_ms += step_ms
         step = runtime.advance(step.state, outcome, now_ms, list(history))
         steps.append(step)
+    from streamagents.serde.events import AgentEvent
+
+    for event in (e for s in steps for e in s.events):
+        AgentEvent.model_validate_json(event)  # every record is a valid event-log event
     events = [json.loads(e) for s in steps for e in s.events]
     return Finished(
         steps=steps,

@@ -6,6 +6,7 @@ import re
 
 import pytest
 from pydantic import ValidationError
+
 from streamagents.serde.chat import TokenUsage
 from streamagents.serde.events import AgentEvent, EventType, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart, ToolCall

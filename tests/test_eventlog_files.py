@@ -9,6 +9,7 @@ from typing import Any
 
 import fastavro
 import pytest
+
 from streamagents.connectors.eventlog import EventLogWriter, event_log_files, read_events
 from streamagents.connectors.media import MediaStore
 from streamagents.serde.chat import TokenUsage

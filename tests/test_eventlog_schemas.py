@@ -7,6 +7,7 @@ import itertools
 from typing import Any
 
 import pytest
+
 from streamagents.serde.avro import (
     LATEST_VERSION,
     SCHEMA_VERSIONS,

@@ -6,11 +6,10 @@ import asyncio
 import json
 from pathlib import Path
 
-from agent_doubles import ScriptedTestModel, answer, calls, drive
-from streamagents.connectors.media import MediaStore
-from streamagents.operators.config import AgentConfig, Budgets, ModelSpec
+from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+
+from streamagents.operators.config import Budgets
 from streamagents.operators.runtime import AgentRuntime
-from streamagents.operators.tools import ToolRegistry
 
 RAW = '{"id": "in-1", "key": "k", "text": "go"}'
 
@@ -20,14 +19,8 @@ def ping() -> str:
     return "pong"
 
 
-def make_runtime(tmp_path: Path, budgets: Budgets, *replies: object) -> AgentRuntime:
-    cfg = AgentConfig(
-        model=ModelSpec(provider="test", model="scripted"),
-        media_store=str(tmp_path / "media"),
-        budgets=budgets,
-    )
-    model = ScriptedTestModel(list(replies))  # type: ignore[arg-type]
-    return AgentRuntime(cfg, model, ToolRegistry([ping]), MediaStore(cfg.media_store))
+def make_runtime(tmp_path: Path, budgets: Budgets, *replies: Reply) -> AgentRuntime:
+    return scripted_runtime(tmp_path, replies, [ping], budgets=budgets)
 
 
 def assert_budget_error(output: dict, budget: str, limit: float) -> None:
@@ -47,9 +40,10 @@ def test_max_model_calls_stops_a_model_that_keeps_calling_tools(tmp_path: Path) 
     assert_budget_error(done.output, "max_model_calls", 2)
     assert done.output["model_calls"] == 2 and done.output["tool_calls"] == 1
     assert done.dead_letter is None and done.history is None
-    assert [e["event_type"] for e in done.events][-2:] == ["error", "output"]
-    error_event = done.events[-2]
-    assert error_event["error_class"] == "BudgetExceeded"
+    assert [e["event_type"] for e in done.events][-2:] == ["budget_exceeded", "output"]
+    payload = done.events[-2]["payload"]
+    assert payload["error_class"] == "BudgetExceeded"
+    assert payload["attributes"] == {"input_id": "in-1", "budget": "max_model_calls", "limit": "2"}
 
 
 def test_max_tool_calls_refuses_a_turn_that_would_exceed_it(tmp_path: Path) -> None:

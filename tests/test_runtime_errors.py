@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_doubles import ScriptedTestModel, answer, calls, drive
-from streamagents.connectors.media import MediaStore
-from streamagents.operators.config import AgentConfig, Budgets, ModelSpec
+from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+
+from streamagents.operators.config import Budgets
 from streamagents.operators.runtime import AgentRuntime, InputError, parse_input
-from streamagents.operators.tools import ToolRegistry
 
 RAW = '{"id": "in-1", "key": "k", "text": "go", "source": "test"}'
 
@@ -23,14 +23,8 @@ def flaky(city: str) -> str:
     raise ValueError(f"station {city} is offline")
 
 
-def make_runtime(tmp_path: Path, *replies: object, **config: object) -> AgentRuntime:
-    cfg = AgentConfig(
-        model=ModelSpec(provider="test", model="scripted"),
-        media_store=str(tmp_path / "media"),
-        **config,  # type: ignore[arg-type]
-    )
-    model = ScriptedTestModel(list(replies))  # type: ignore[arg-type]
-    return AgentRuntime(cfg, model, ToolRegistry([flaky]), MediaStore(cfg.media_store))
+def make_runtime(tmp_path: Path, *replies: Reply, **config: Any) -> AgentRuntime:
+    return scripted_runtime(tmp_path, replies, [flaky], **config)
 
 
 def test_provider_error_ends_the_run_with_error_output_and_dead_letter(tmp_path: Path) -> None:
@@ -54,7 +48,8 @@ def test_provider_error_ends_the_run_with_error_output_and_dead_letter(tmp_path:
     assert done.history is None
     types = [e["event_type"] for e in done.events]
     assert types[-3:] == ["chat_response", "error", "output"]
-    assert done.events[-3]["error_class"] == "RateLimitedTestError"
+    assert done.events[-3]["payload"]["error_class"] == "RateLimitedTestError"
+    assert done.events[-2]["payload"]["error_message"] == "429 quota exhausted for model scripted"
 
 
 def test_tool_exception_goes_back_to_the_model_and_the_run_continues(tmp_path: Path) -> None:
@@ -65,7 +60,7 @@ def test_tool_exception_goes_back_to_the_model_and_the_run_continues(tmp_path: P
     result = runtime.model.calls[1].messages[-1]
     assert result.is_error and result.content == "ValueError: station Oz is offline"
     response = next(e for e in done.events if e["event_type"] == "tool_response")
-    assert response["tool_results"][0]["is_error"] is True
+    assert response["payload"]["tool_results"][0]["is_error"] is True
 
 
 def test_one_unknown_tool_call_is_answered_with_an_error_and_the_model_recovers(
@@ -161,3 +156,11 @@ def test_input_error_never_quotes_the_media_payload() -> None:
     with pytest.raises(InputError) as caught:
         parse_input(raw % secret, "key")
     assert secret not in str(caught.value) and "AAAA" not in str(caught.value)
+
+
+def test_a_timeout_raised_by_the_model_call_is_a_provider_error_not_the_run_budget(
+    tmp_path: Path,
+) -> None:
+    done = drive(make_runtime(tmp_path, TimeoutError("read timed out")), RAW)
+    assert done.output["error"] == {"type": "TimeoutError", "message": "read timed out"}
+    assert done.dead_letter is not None and done.dead_letter["error_type"] == "TimeoutError"

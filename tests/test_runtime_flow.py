@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_doubles import ScriptedTestModel, answer, calls, drive
-from streamagents.connectors.media import MediaStore
-from streamagents.operators.config import AgentConfig, MemoryConfig, ModelSpec
+from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+
+from streamagents.operators.config import MemoryConfig, ModelSpec
 from streamagents.operators.runtime import AgentRuntime, Outcome, RunState
-from streamagents.operators.tools import ToolRegistry
 from streamagents.serde.messages import ChatMessage
 
 
@@ -29,15 +29,12 @@ def clock() -> str:
     return "12:00"
 
 
-def make_runtime(tmp_path: Path, *replies: object, **config: object) -> AgentRuntime:
-    cfg = AgentConfig(
-        model=ModelSpec(provider="test", model="scripted", generation={"temperature": 0.1}),
-        system_prompt="You are terse.",
-        media_store=str(tmp_path / "media"),
-        **config,  # type: ignore[arg-type]
+def make_runtime(tmp_path: Path, *replies: Reply, **config: Any) -> AgentRuntime:
+    model = ModelSpec(provider="test", model="scripted", generation={"temperature": 0.1})
+    prompt = "You are terse."
+    return scripted_runtime(
+        tmp_path, replies, [weather, clock], model=model, system_prompt=prompt, **config
     )
-    model = ScriptedTestModel(list(replies))  # type: ignore[arg-type]
-    return AgentRuntime(cfg, model, ToolRegistry([weather, clock]), MediaStore(cfg.media_store))
 
 
 def scripted(runtime: AgentRuntime) -> ScriptedTestModel:
@@ -135,11 +132,13 @@ def test_events_let_a_reader_rebuild_the_run(tmp_path: Path) -> None:
     # each tool response points at its own request, which points at the chat response
     for response in (e for e in events if e["event_type"] == "tool_response"):
         request = by_id[response["upstream_event_id"]]
-        call_id = response["tool_results"][0]["tool_call_id"]
-        assert request["tool_calls"][0]["id"] == call_id
+        call_id = response["payload"]["tool_results"][0]["tool_call_id"]
+        assert request["payload"]["tool_calls"][0]["id"] == call_id
         assert by_id[request["upstream_event_id"]]["event_type"] == "chat_response"
-    assert events[0]["messages"][0]["content"] == "weather?"
-    assert events[-1]["output"] == done.output
+    assert events[0]["payload"]["messages"][0]["content"] == "weather?"
+    assert events[0]["payload"]["attributes"] == {"input_id": "in-9"}
+    assert events[-1]["payload"]["messages"][0]["content"] == "done"
+    assert events[-1]["payload"]["attributes"] == {"input_id": "in-9", "status": "ok"}
 
 
 def test_run_and_event_ids_are_deterministic_across_replays(tmp_path: Path) -> None:
@@ -154,7 +153,10 @@ def test_run_and_event_ids_are_deterministic_across_replays(tmp_path: Path) -> N
 
 def without_latency(events: list[dict]) -> list[dict]:
     """Events minus the measured call latency, the one field a replay cannot repeat."""
-    return [{k: v for k, v in e.items() if k != "latency_ms"} for e in events]
+    return [
+        {**e, "payload": {k: v for k, v in e["payload"].items() if k != "latency_ms"}}
+        for e in events
+    ]
 
 
 def test_input_without_id_gets_the_sha256_of_the_raw_line(tmp_path: Path) -> None:
@@ -214,7 +216,8 @@ def test_history_gains_the_run_and_is_trimmed_with_an_event(tmp_path: Path) -> N
     ]
     trimmed = [e for e in done.events if e["event_type"] == "memory_trimmed"]
     assert len(trimmed) == 1
-    assert trimmed[0]["dropped_messages"] == 2 and trimmed[0]["kept_messages"] == 4
+    facts = trimmed[0]["payload"]["attributes"]
+    assert (facts["dropped_messages"], facts["kept_messages"]) == ("2", "4")
 
 
 def test_history_without_trimming_has_no_trim_event(tmp_path: Path) -> None:

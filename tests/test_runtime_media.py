@@ -7,13 +7,12 @@ import hashlib
 import json
 from pathlib import Path
 
-from agent_doubles import ScriptedTestModel, answer, calls, drive
-from streamagents.connectors.media import MediaStore
-from streamagents.operators.config import AgentConfig, ModelSpec
-from streamagents.operators.runtime import AgentRuntime
-from streamagents.operators.tools import ToolRegistry
+from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+
+from streamagents.operators.memory import pack_messages, unpack_messages
+from streamagents.operators.runtime import AgentRuntime, RunState
 from streamagents.serde.chat import ChatResponse
-from streamagents.serde.messages import ChatMessage, ImagePart, TextPart
+from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart
 
 BIG = b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"seed").digest() * 4096  # ~128 KiB
 SMALL = b"\x89PNG\r\n\x1a\n" + b"\x00" * 100
@@ -28,14 +27,8 @@ def camera(name: str) -> list:
     return [f"camera {name}", ImagePart(data=BIG, mime_type="image/png")]
 
 
-def make_runtime(tmp_path: Path, *replies: object, threshold: int = 65536) -> AgentRuntime:
-    cfg = AgentConfig(
-        model=ModelSpec(provider="test", model="scripted"),
-        media_store=str(tmp_path / "media"),
-        offload_threshold_bytes=threshold,
-    )
-    model = ScriptedTestModel(list(replies))  # type: ignore[arg-type]
-    return AgentRuntime(cfg, model, ToolRegistry([camera]), MediaStore(cfg.media_store))
+def make_runtime(tmp_path: Path, *replies: Reply) -> AgentRuntime:
+    return scripted_runtime(tmp_path, replies, [camera])
 
 
 def image_input(data: bytes, **fields: object) -> str:
@@ -55,8 +48,8 @@ def test_input_media_above_the_threshold_is_offloaded_and_the_model_gets_the_ref
     assert image.ref.sha256 == hashlib.sha256(BIG).hexdigest()
     assert runtime.store.get(image.ref) == BIG
     input_event = done.events[0]
-    assert input_event["messages"][0]["parts"][1]["ref"]["size_bytes"] == len(BIG)
-    assert input_event["messages"][0]["parts"][1]["data"] is None
+    logged = input_event["payload"]["messages"][0]["parts"][1]
+    assert logged["ref"]["size_bytes"] == len(BIG) and logged["data"] is None
 
 
 def test_input_media_below_the_threshold_stays_inline(tmp_path: Path) -> None:
@@ -64,6 +57,17 @@ def test_input_media_below_the_threshold_stays_inline(tmp_path: Path) -> None:
     drive(runtime, image_input(SMALL))
     assert isinstance(runtime.model, ScriptedTestModel)
     assert runtime.model.calls[0].messages[-1].parts[1].data == SMALL
+
+
+def test_events_carry_small_inline_media_as_refs_while_state_keeps_it_inline(
+    tmp_path: Path,
+) -> None:
+    runtime = make_runtime(tmp_path, answer("tiny"))
+    done = drive(runtime, image_input(SMALL))
+    assert done.states[0].messages[0].parts[1].data == SMALL
+    logged = done.events[0]["payload"]["messages"][0]["parts"][1]
+    assert logged["data"] is None and logged["ref"]["sha256"] == hashlib.sha256(SMALL).hexdigest()
+    assert runtime.store.get(MediaRef.model_validate(logged["ref"])) == SMALL
 
 
 def test_a_tool_image_is_stored_and_travels_as_a_ref_in_state_and_request(
@@ -122,9 +126,13 @@ def test_state_stays_small_after_ten_turns_with_five_megabyte_images(tmp_path: P
     for turn in range(10):
         raw = json.dumps({"id": f"t{turn}", "key": "k", "text": "describe", "parts": parts})
         done = drive(runtime, raw, history=history)
-        largest_state = max(largest_state, *(len(s.model_dump_json()) for s in done.states))
+        for state in done.states:
+            assert RunState.unpack(state.pack()) == state.model_copy(
+                update={"messages": unpack_messages(pack_messages(state.messages))}
+            )
+            largest_state = max(largest_state, len(state.pack()))
         assert done.history is not None
-        history = done.history
-    history_bytes = sum(len(m.model_dump_json()) for m in history)
-    assert largest_state < 8192
-    assert history_bytes < 16384
+        history = unpack_messages(pack_messages(done.history))
+    assert len(history) == 20
+    assert largest_state < 4096
+    assert len(pack_messages(history)) < 16384

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import threading
 from typing import Literal, Optional
 
 import pytest
 from pydantic import BaseModel, Field
+
 from streamagents.operators.tools import (
     Tool,
     ToolImportError,
@@ -251,6 +253,24 @@ def test_raised_exception_becomes_error_result_with_the_message() -> None:
     assert result.content == "RuntimeError: no weather station in Oz"
 
 
+def test_a_tool_s_own_timeout_error_is_not_mistaken_for_the_call_timeout() -> None:
+    async def upstream() -> str:
+        raise TimeoutError("the weather service did not answer")
+
+    result = run(ToolRegistry([upstream]), "upstream")
+    assert result.is_error
+    assert result.content == "TimeoutError: the weather service did not answer"
+
+
+def test_schema_keeps_defaults_that_look_like_schema_keywords() -> None:
+    def labelled(meta: dict = {"title": "kept"}) -> str:  # noqa: B006 - a default to inspect
+        return "x"
+
+    assert Tool.from_function(labelled).parameters["properties"]["meta"]["default"] == {
+        "title": "kept"
+    }
+
+
 def test_invalid_arguments_become_error_result_naming_the_field() -> None:
     def count(n: int, unit: Literal["a", "b"] = "a") -> int:
         return n
@@ -273,6 +293,25 @@ def test_pydantic_model_argument_arrives_as_model_instance() -> None:
     result = run(ToolRegistry([ship]), "ship", {"to": {"street": "Main 1", "zip_code": "9"}})
     assert result.content == "ok"
     assert seen == [Address(street="Main 1", zip_code="9")]
+
+
+@dataclasses.dataclass
+class Window:
+    start: int
+    end: int = 10
+
+
+def test_dataclass_argument_arrives_as_dataclass_instance() -> None:
+    seen: list[Window] = []
+
+    def scan(window: Window) -> str:
+        seen.append(window)
+        return "ok"
+
+    props = Tool.from_function(scan).parameters["properties"]["window"]
+    assert props["required"] == ["start"] and props["properties"]["end"]["default"] == 10
+    assert run(ToolRegistry([scan]), "scan", {"window": {"start": 3}}).content == "ok"
+    assert seen == [Window(start=3)]
 
 
 def test_unknown_tool_becomes_error_result_listing_known_tools() -> None:

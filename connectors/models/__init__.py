@@ -18,6 +18,8 @@ from streamagents.connectors.models.errors import (
     UnsupportedContent,
 )
 from streamagents.connectors.models.gemini import GeminiChatModel
+from streamagents.connectors.models.openai_chat import OpenAIChatModel
+from streamagents.connectors.models.openai_responses import OpenAIResponsesModel
 from streamagents.connectors.models.retry import RetryBudget, RetryPolicy
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "GeminiChatModel",
     "InvalidContent",
     "MalformedResponse",
+    "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "ProviderError",
     "RateLimited",
     "RequestTimeout",
@@ -41,6 +45,8 @@ __all__ = [
 
 PROVIDERS: dict[str, type[ChatModel]] = {
     "gemini": GeminiChatModel,
+    "openai": OpenAIChatModel,
+    "openai-responses": OpenAIResponsesModel,
 }
 """Provider names accepted by `create_model`, and the adapter each one builds."""
 

@@ -51,6 +51,7 @@ from streamagents.connectors.models.retry import (
     RetryPolicy,
     call_with_retries,
     parse_retry_after,
+    policy_from,
 )
 from streamagents.serde.chat import ChatResponse, TokenUsage
 from streamagents.serde.messages import (
@@ -323,7 +324,6 @@ class GeminiChatModel(ChatModel):
         api_version: str | None = None,
         legacy_tool_media: bool = False,
         generation: Mapping[str, Any] | None = None,
-        seed: int | None = None,
     ) -> None:
         self.model = model
         self.api_key = (
@@ -336,10 +336,7 @@ class GeminiChatModel(ChatModel):
             )
         self.base_url = base_url
         self.timeout = timeout
-        policy = retry or RetryPolicy()
-        if max_retries is not None:
-            policy = RetryPolicy(**{**policy.__dict__, "max_retries": max_retries})
-        self.retry = policy
+        self.retry = policy_from(retry, max_retries)
         self.retry_budget = retry_budget or RetryBudget()
         self.media_store = media_store
         self.vertexai = vertexai
@@ -348,7 +345,7 @@ class GeminiChatModel(ChatModel):
         self.api_version = api_version
         self.legacy_tool_media = legacy_tool_media
         self.generation = dict(generation or {})
-        self._rng = random.Random(seed)
+        self._rng = random.Random()
         self._client: LoopBoundClient[genai.Client] = LoopBoundClient(self._new_client)
 
     def __repr__(self) -> str:

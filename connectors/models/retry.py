@@ -14,12 +14,18 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from streamagents.connectors.models.errors import EmptyResponseError, ProviderError
 
-__all__ = ["RetryBudget", "RetryPolicy", "call_with_retries", "parse_retry_after"]
+__all__ = [
+    "RetryBudget",
+    "RetryPolicy",
+    "call_with_retries",
+    "parse_retry_after",
+    "policy_from",
+]
 
 T = TypeVar("T")
 
@@ -50,6 +56,12 @@ class RetryPolicy:
         """The wait before a retry: the backoff, but never earlier than Retry-After asks."""
         backoff = self.backoff(retry, rng)
         return backoff if retry_after is None else max(backoff, retry_after)
+
+
+def policy_from(retry: RetryPolicy | None, max_retries: int | None) -> RetryPolicy:
+    """The policy an adapter uses: `retry` (or the default) with `max_retries` applied."""
+    policy = retry or RetryPolicy()
+    return policy if max_retries is None else replace(policy, max_retries=max_retries)
 
 
 class RetryBudget:

@@ -1,0 +1,238 @@
+"""OpenAI Chat Completions: neutral messages to `chat.completions.create` and the reply back.
+
+Tool messages on this wire carry text only (the API refuses anything else), so a tool
+result with media is sent in two pieces: the tool message holds its text (or a one-line
+note naming the attachments), and after the run of tool messages one `user` message
+carries the media, each preceded by a text part naming the tool call it came from.
+User media: images as `image_url` (URL or data URL), audio as `input_audio` (inline wav
+or mp3), PDF documents as `file` (inline). Anything else raises `UnsupportedContent`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import openai
+
+from streamagents.connectors.media import MediaStore
+from streamagents.connectors.models.errors import (
+    EmptyResponseError,
+    UnsupportedContent,
+)
+from streamagents.connectors.models.openai_sdk import OpenAIModelBase, parse_arguments
+from streamagents.connectors.models.prepare import (
+    MessageLike,
+    ToolLike,
+    b64,
+    data_url,
+    filename_for,
+    inline_bytes,
+    prepare_messages,
+    prepare_tools,
+)
+from streamagents.serde.chat import ChatResponse, TokenUsage
+from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, ToolCall
+
+__all__ = ["OpenAIChatModel", "cannot_carry", "from_response", "to_request"]
+
+PROVIDER = "openai"
+_AUDIO_FORMATS = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/vnd.wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+}
+_OPTION_ALIASES = {"max_tokens": "max_completion_tokens"}
+
+
+def _essence(mime_type: str) -> str:
+    return mime_type.split(";", 1)[0].strip()
+
+
+def cannot_carry(part: MediaPart) -> str | None:
+    """Why Chat Completions cannot take `part` in a user message, or None when it can."""
+    mime = _essence(part.mime_type)
+    if part.kind == "image":
+        return None
+    if part.kind == "audio":
+        if mime not in _AUDIO_FORMATS:
+            return f"Chat Completions takes audio as wav or mp3 only, not {mime}"
+        if part.url is not None:
+            return "Chat Completions takes audio inline only (input_audio), not by URL"
+        return None
+    if part.kind == "document":
+        if mime != "application/pdf":
+            return f"Chat Completions takes PDF documents only, not {mime}"
+        if part.url is not None:
+            return "Chat Completions takes PDF documents inline only (file), not by URL"
+        return None
+    return f"Chat Completions has no content part for {part.kind} ({mime})"
+
+
+def _media_part(part: MediaPart, where: str) -> dict[str, Any]:
+    reason = cannot_carry(part)
+    if reason is not None:
+        raise UnsupportedContent(
+            f"{reason} ({where}); use the Gemini or Responses wire for it", provider=PROVIDER
+        )
+    if part.kind == "image":
+        return {"type": "image_url", "image_url": {"url": data_url(part)}}
+    if part.kind == "audio":
+        audio_format = _AUDIO_FORMATS[_essence(part.mime_type)]
+        data = b64(inline_bytes(part) or b"")
+        return {"type": "input_audio", "input_audio": {"data": data, "format": audio_format}}
+    return {"type": "file", "file": {"filename": filename_for(part), "file_data": data_url(part)}}
+
+
+def _user_message(message: ChatMessage) -> dict[str, Any]:
+    if not message.has_media:
+        return {"role": "user", "content": message.content}
+    content = [
+        {"type": "text", "text": p.text}
+        if isinstance(p, TextPart)
+        else _media_part(p, "in a user message")
+        for p in message.parts
+    ]
+    return {"role": "user", "content": content}
+
+
+def _assistant_message(message: ChatMessage) -> dict[str, Any]:
+    encoded: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+    if message.tool_calls:
+        encoded["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in message.tool_calls
+        ]
+    elif encoded["content"] is None:
+        encoded["content"] = ""
+    return encoded
+
+
+def _tool_message(message: ChatMessage) -> dict[str, Any]:
+    text = message.content
+    if not text and message.has_media:
+        kinds = ", ".join(p.mime_type for p in message.media)
+        text = f"[{len(message.media)} attachment(s): {kinds}; sent in the next user message]"
+    return {"role": "tool", "tool_call_id": message.tool_call_id, "content": text}
+
+
+def _attachments_message(results: list[ChatMessage]) -> dict[str, Any] | None:
+    content: list[dict[str, Any]] = []
+    for result in results:
+        media = result.media
+        for number, part in enumerate(media, start=1):
+            content.append(
+                {
+                    "type": "text",
+                    "text": f"Attachment {number} of {len(media)} from tool call "
+                    f"{result.tool_call_id} ({result.name or 'tool'}):",
+                }
+            )
+            content.append(_media_part(part, f"returned by tool call {result.tool_call_id}"))
+    return {"role": "user", "content": content} if content else None
+
+
+def _tool_spec(spec: Any) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
+def to_request(
+    messages: Sequence[MessageLike],
+    tools: Sequence[ToolLike] = (),
+    options: Mapping[str, Any] | None = None,
+    *,
+    store: MediaStore | None = None,
+) -> dict[str, Any]:
+    """The `chat.completions.create` keyword arguments (model excluded); raises before sending."""
+    encoded: list[dict[str, Any]] = []
+    pending_results: list[ChatMessage] = []
+    for message in [*prepare_messages(messages, store), None]:
+        if message is not None and message.role == "tool":
+            encoded.append(_tool_message(message))
+            pending_results.append(message)
+            continue
+        attachments = _attachments_message(pending_results)
+        if attachments is not None:
+            encoded.append(attachments)
+        pending_results = []
+        if message is None:
+            break
+        if message.role == "system":
+            encoded.append({"role": "system", "content": message.content})
+        elif message.role == "user":
+            encoded.append(_user_message(message))
+        else:
+            encoded.append(_assistant_message(message))
+    request: dict[str, Any] = {"messages": encoded}
+    specs = prepare_tools(tools)
+    if specs:
+        request["tools"] = [_tool_spec(s) for s in specs]
+    request.update({_OPTION_ALIASES.get(k, k): v for k, v in (options or {}).items()})
+    return request
+
+
+def from_response(completion: Any, *, model: str, latency_ms: float = 0.0) -> ChatResponse:
+    """The neutral response; raises `EmptyResponseError` for the silent empty reply."""
+    choice = completion.choices[0] if completion.choices else None
+    message = choice.message if choice is not None else None
+    text = (message.content or message.refusal or "") if message is not None else ""
+    calls = [
+        ToolCall(
+            id=call.id,
+            name=call.function.name,
+            arguments=parse_arguments(call.function.arguments, call.function.name, PROVIDER),
+        )
+        for call in ((message.tool_calls if message is not None else None) or [])
+        if getattr(call, "function", None) is not None
+    ]
+    finish = choice.finish_reason if choice is not None else None
+    if not text and not calls and finish is None:
+        raise EmptyResponseError(
+            "the reply had no choices or content and no finish reason", provider=PROVIDER
+        )
+    usage = completion.usage
+    return ChatResponse(
+        message=ChatMessage(role="assistant", content=text, tool_calls=calls),
+        usage=TokenUsage(
+            input_tokens=(usage.prompt_tokens or 0) if usage else 0,
+            output_tokens=(usage.completion_tokens or 0) if usage else 0,
+        ),
+        finish_reason=finish,
+        model_version=completion.model or model,
+        latency_ms=latency_ms,
+    )
+
+
+class OpenAIChatModel(OpenAIModelBase):
+    """A model behind the Chat Completions API (OpenAI, or a compatible server by base_url)."""
+
+    provider = PROVIDER
+
+    def _to_request(
+        self,
+        messages: Sequence[MessageLike],
+        tools: Sequence[ToolLike],
+        options: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        return to_request(messages, tools, options, store=self.media_store)
+
+    async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
+        return await client.chat.completions.create(model=self.model, **request)
+
+    def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
+        return from_response(reply, model=self.model, latency_ms=latency_ms)

@@ -1,0 +1,189 @@
+"""OpenAI Responses: neutral messages to `responses.create` input items and the reply back.
+
+A tool result becomes a `function_call_output` item whose `output` is a plain string
+when the result is text only, and otherwise a list in part order: `input_text`,
+`input_image` (data URL or URL) and `input_file` (`file_data` with `filename`, or
+`file_url`). The API has no item for audio or video there (nor in user messages): those
+raise `UnsupportedContent` naming the part kind. System messages become `instructions`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import openai
+
+from streamagents.connectors.media import MediaStore
+from streamagents.connectors.models.errors import (
+    EmptyResponseError,
+    ServerError,
+    UnsupportedContent,
+    scrub,
+)
+from streamagents.connectors.models.openai_sdk import OpenAIModelBase, parse_arguments
+from streamagents.connectors.models.prepare import (
+    MessageLike,
+    ToolLike,
+    data_url,
+    filename_for,
+    prepare_messages,
+    prepare_tools,
+)
+from streamagents.serde.chat import ChatResponse, TokenUsage
+from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, ToolCall
+
+__all__ = ["ITEM_ID", "OpenAIResponsesModel", "cannot_carry", "from_response", "to_request"]
+
+PROVIDER = "openai-responses"
+ITEM_ID = "item_id"
+"""Metadata key of a tool call's output item id (`fc_...`), kept for reference."""
+_OPTION_ALIASES = {"max_tokens": "max_output_tokens"}
+
+
+def cannot_carry(part: MediaPart) -> str | None:
+    """Why the Responses API cannot take `part` (as input or tool output), or None."""
+    if part.kind in ("image", "document"):
+        return None
+    return f"the Responses API has no input item for {part.kind} ({part.mime_type})"
+
+
+def _media_item(part: MediaPart, where: str) -> dict[str, Any]:
+    reason = cannot_carry(part)
+    if reason is not None:
+        raise UnsupportedContent(
+            f"{reason} ({where}); use the Gemini wire for {part.kind}", provider=PROVIDER
+        )
+    if part.kind == "image":
+        return {"type": "input_image", "image_url": data_url(part), "detail": "auto"}
+    if part.url is not None:
+        return {"type": "input_file", "file_url": part.url}
+    return {"type": "input_file", "filename": filename_for(part), "file_data": data_url(part)}
+
+
+def _content(message: ChatMessage, where: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "input_text", "text": p.text} if isinstance(p, TextPart) else _media_item(p, where)
+        for p in message.parts
+    ]
+
+
+def _items(message: ChatMessage) -> list[dict[str, Any]]:
+    if message.role == "user":
+        if not message.has_media:
+            return [{"role": "user", "content": message.content}]
+        return [{"role": "user", "content": _content(message, "in a user message")}]
+    if message.role == "assistant":
+        items: list[dict[str, Any]] = []
+        if message.content:
+            items.append({"role": "assistant", "content": message.content})
+        items.extend(
+            {
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": json.dumps(call.arguments),
+            }
+            for call in message.tool_calls
+        )
+        return items
+    output: str | list[dict[str, Any]] = (
+        _content(message, f"in the result of tool call {message.tool_call_id}")
+        if message.has_media
+        else message.content
+    )
+    return [{"type": "function_call_output", "call_id": message.tool_call_id, "output": output}]
+
+
+def to_request(
+    messages: Sequence[MessageLike],
+    tools: Sequence[ToolLike] = (),
+    options: Mapping[str, Any] | None = None,
+    *,
+    store: MediaStore | None = None,
+) -> dict[str, Any]:
+    """The `responses.create` keyword arguments (model excluded); raises before sending."""
+    prepared = prepare_messages(messages, store)
+    instructions = [m.content for m in prepared if m.role == "system"]
+    request: dict[str, Any] = {
+        "input": [item for m in prepared if m.role != "system" for item in _items(m)]
+    }
+    if instructions:
+        request["instructions"] = "\n\n".join(instructions)
+    specs = prepare_tools(tools)
+    if specs:
+        request["tools"] = [
+            {
+                "type": "function",
+                "name": s.name,
+                "description": s.description,
+                "parameters": s.parameters,
+                "strict": False,
+            }
+            for s in specs
+        ]
+    request.update({_OPTION_ALIASES.get(k, k): v for k, v in (options or {}).items()})
+    return request
+
+
+def from_response(response: Any, *, model: str, latency_ms: float = 0.0) -> ChatResponse:
+    """The neutral response; raises `EmptyResponseError` for the silent empty reply."""
+    if response.error is not None:
+        raise ServerError(
+            scrub(str(getattr(response.error, "message", "") or "the response failed")),
+            provider=PROVIDER,
+            code=getattr(response.error, "code", None),
+        )
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for item in response.output or []:
+        if item.type == "message":
+            for piece in item.content or []:
+                text = getattr(piece, "text", None) or getattr(piece, "refusal", None)
+                if text:
+                    texts.append(text)
+        elif item.type == "function_call":
+            calls.append(
+                ToolCall(
+                    id=item.call_id,
+                    name=item.name,
+                    arguments=parse_arguments(item.arguments, item.name, PROVIDER),
+                    metadata={ITEM_ID: item.id} if item.id else {},
+                )
+            )
+    details = response.incomplete_details
+    finish = (details.reason if details is not None else None) or response.status
+    if not texts and not calls and finish is None:
+        raise EmptyResponseError("the reply had no output and no status", provider=PROVIDER)
+    usage = response.usage
+    return ChatResponse(
+        message=ChatMessage(role="assistant", content="".join(texts), tool_calls=calls),
+        usage=TokenUsage(
+            input_tokens=(usage.input_tokens or 0) if usage else 0,
+            output_tokens=(usage.output_tokens or 0) if usage else 0,
+        ),
+        finish_reason=finish,
+        model_version=response.model or model,
+        latency_ms=latency_ms,
+    )
+
+
+class OpenAIResponsesModel(OpenAIModelBase):
+    """A model behind the OpenAI Responses API."""
+
+    provider = PROVIDER
+
+    def _to_request(
+        self,
+        messages: Sequence[MessageLike],
+        tools: Sequence[ToolLike],
+        options: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        return to_request(messages, tools, options, store=self.media_store)
+
+    async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
+        return await client.responses.create(model=self.model, **request)
+
+    def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
+        return from_response(reply, model=self.model, latency_ms=latency_ms)

@@ -1,0 +1,20 @@
+"""Tools the runtime tests load by import path ("runtime_tools:camera")."""
+
+from __future__ import annotations
+
+import hashlib
+
+from streamagents.operators.tools import tool
+from streamagents.serde.messages import ImagePart
+
+PNG = b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"camera").digest() * 4096  # ~128 KiB
+
+
+@tool
+def camera(name: str) -> list:
+    """Take a picture with one of the cameras.
+
+    Args:
+        name: Which camera, e.g. "north".
+    """
+    return [f"picture from {name}", ImagePart(data=PNG, mime_type="image/png")]

@@ -1,0 +1,89 @@
+"""Retry policy, budget, Retry-After parsing, scrubbing and `create_model`, without a network."""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+
+import pytest
+
+from streamagents.connectors.models import (
+    GeminiChatModel,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    RetryBudget,
+    RetryPolicy,
+    create_model,
+)
+from streamagents.connectors.models.errors import scrub
+from streamagents.connectors.models.retry import parse_retry_after
+
+
+def test_backoff_grows_exponentially_within_its_jitter_band_and_cap() -> None:
+    policy = RetryPolicy(initial_delay_s=0.5, multiplier=2.0, max_delay_s=3.0, jitter=0.5)
+    rng = random.Random(7)
+    for retry, ceiling in enumerate([0.5, 1.0, 2.0, 3.0, 3.0]):
+        delays = [policy.backoff(retry, rng) for _ in range(200)]
+        assert all(ceiling * 0.5 <= d <= ceiling for d in delays)
+        assert len(set(delays)) > 100  # jittered, not a fixed value
+
+
+def test_retry_after_is_a_floor_on_the_delay() -> None:
+    policy = RetryPolicy(initial_delay_s=0.5, jitter=0.0)
+    rng = random.Random(1)
+    assert policy.delay(0, 4.0, rng) == 4.0
+    assert policy.delay(0, 0.1, rng) == 0.5
+    assert policy.delay(0, None, rng) == 0.5
+
+
+def test_retry_after_is_read_as_seconds_milliseconds_or_an_http_date() -> None:
+    assert parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    in_ten = email.utils.formatdate(time.time() + 10, usegmt=True)
+    assert 8.0 <= (parse_retry_after({"Retry-After": in_ten}) or 0.0) <= 10.0
+    assert parse_retry_after({"Retry-After": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+def test_retry_budget_spends_its_reserve_then_earns_a_share_of_calls() -> None:
+    budget = RetryBudget(ratio=0.5, reserve=2.0)
+    assert budget.try_spend() and budget.try_spend()
+    assert not budget.try_spend()
+    budget.record_call()
+    assert not budget.try_spend()
+    budget.record_call()
+    assert budget.try_spend()
+
+
+def test_scrub_removes_secrets_and_base64_runs_and_caps_length() -> None:
+    text = "key sk-abc123 rejected; data iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4"
+    cleaned = scrub(text, ["sk-abc123", None])
+    assert cleaned == "key [redacted] rejected; data [data elided]"
+    assert len(scrub("x " * 5000)) < 2100
+
+
+def test_create_model_builds_each_provider_and_rejects_unknown_names() -> None:
+    built = {
+        name: create_model(name, "m", api_key="k", base_url="http://127.0.0.1:9")
+        for name in ("gemini", "openai", "openai-responses")
+    }
+    assert isinstance(built["gemini"], GeminiChatModel)
+    assert isinstance(built["openai"], OpenAIChatModel)
+    assert isinstance(built["openai-responses"], OpenAIResponsesModel)
+    assert "k" not in repr(built["openai"])
+    with pytest.raises(ValueError, match="unknown model provider 'anthropic'"):
+        create_model("anthropic", "claude")
+
+
+def test_a_missing_api_key_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for variable in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(ValueError, match="GEMINI_API_KEY"):
+        create_model("gemini", "gemini-3-pro")
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        create_model("openai", "gpt-test")
+    monkeypatch.setenv("GEMINI_API_KEY", "from-env")
+    assert create_model("gemini", "gemini-3-pro").api_key == "from-env"  # type: ignore[attr-defined]

@@ -1,0 +1,252 @@
+"""Robustness rules, the same for every provider: retries, faults, empty replies, clean errors.
+
+Each test runs against all three wires through the real SDKs and the loopback stub.
+"""
+
+from __future__ import annotations
+
+import base64
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from streamagents.connectors.models import (
+    BadRequest,
+    ChatModel,
+    ConnectionFailed,
+    EmptyResponseError,
+    MalformedResponse,
+    ProviderError,
+    RateLimited,
+    RequestTimeout,
+    RetryBudget,
+    RetryPolicy,
+    ServerError,
+    create_model,
+)
+from streamagents.connectors.testing import LoopbackStubServer, StubReply
+from streamagents.serde.messages import ChatMessage, ImagePart, TextPart
+
+pytest_plugins = ("loopback_fixture",)
+
+API_KEY = "sk-test-5ecret-api-key-0123456789"
+FAST = RetryPolicy(max_retries=3, initial_delay_s=0.01, max_delay_s=0.05)
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 2
+
+
+@dataclass(frozen=True)
+class Wire:
+    """What one provider's stubbed API looks like."""
+
+    provider: str
+    path: str
+    ok: dict[str, Any]
+    empty: dict[str, Any]
+    error: Callable[[int, str], dict[str, Any]]
+    api_prefix: str
+
+    def model(self, base_url: str, **options: Any) -> ChatModel:
+        settings = {"api_key": API_KEY, "retry": FAST, **options}
+        return create_model(
+            self.provider, "test-model", base_url=base_url + self.api_prefix, **settings
+        )
+
+
+def _openai_error(status: int, message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "code": f"e{status}"}}
+
+
+WIRES = [
+    Wire(
+        provider="gemini",
+        path=":generateContent",
+        ok={"candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]},
+        empty={"candidates": []},
+        error=lambda status, message: {
+            "error": {"code": status, "message": message, "status": f"S{status}"}
+        },
+        api_prefix="",
+    ),
+    Wire(
+        provider="openai",
+        path="/v1/chat/completions",
+        ok={
+            "choices": [
+                {"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+            ]
+        },
+        empty={"choices": []},
+        error=_openai_error,
+        api_prefix="/v1",
+    ),
+    Wire(
+        provider="openai-responses",
+        path="/v1/responses",
+        ok={
+            "status": "completed",
+            "output": [
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "ok"}],
+                }
+            ],
+        },
+        empty={"output": []},
+        error=_openai_error,
+        api_prefix="/v1",
+    ),
+]
+
+HELLO = [ChatMessage.user("hello")]
+
+
+@pytest.fixture(params=WIRES, ids=[w.provider for w in WIRES])
+def wire(request: pytest.FixtureRequest) -> Wire:
+    return request.param
+
+
+def test_429_is_retried_honouring_retry_after(stub: LoopbackStubServer, wire: Wire) -> None:
+    stub.script(
+        StubReply(wire.error(429, "slow down"), status=429, headers={"Retry-After": "1"}), wire.ok
+    )
+    started = time.monotonic()
+    response = wire.model(stub.url).chat(HELLO)
+    waited = time.monotonic() - started
+    assert response.message.content == "ok"
+    assert len(stub.requests) == 2
+    assert all(wire.path in r.path for r in stub.requests)
+    # The backoff alone would be at most 0.01 s: only Retry-After explains a 1 s wait.
+    assert waited >= 1.0
+
+
+def test_429_keeps_status_and_retry_after_when_retries_run_out(
+    stub: LoopbackStubServer, wire: Wire
+) -> None:
+    stub.script(StubReply(wire.error(429, "quota"), status=429, headers={"Retry-After": "7"}))
+    with pytest.raises(RateLimited) as raised:
+        wire.model(stub.url, max_retries=0).chat(HELLO)
+    assert raised.value.status == 429
+    assert raised.value.retry_after == 7.0
+    assert "quota" in str(raised.value)
+    assert len(stub.requests) == 1
+
+
+def test_5xx_is_retried_with_backoff(stub: LoopbackStubServer, wire: Wire) -> None:
+    stub.script(
+        StubReply(wire.error(500, "boom"), status=500),
+        StubReply(wire.error(503, "busy"), status=503),
+        wire.ok,
+    )
+    assert wire.model(stub.url).chat(HELLO).message.content == "ok"
+    assert len(stub.requests) == 3
+
+
+def test_slow_reply_times_out_and_is_retried(stub: LoopbackStubServer, wire: Wire) -> None:
+    stub.script(StubReply(wire.ok, delay_s=1.5), wire.ok)
+    assert wire.model(stub.url, timeout=0.3).chat(HELLO).message.content == "ok"
+    assert len(stub.requests) == 2
+
+    stub.script(StubReply(wire.ok, delay_s=1.5))
+    with pytest.raises(RequestTimeout) as raised:
+        wire.model(stub.url, timeout=0.3, max_retries=0).chat(HELLO)
+    assert "0.3 s" in str(raised.value)
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+def test_4xx_other_than_429_is_not_retried(
+    stub: LoopbackStubServer, wire: Wire, status: int
+) -> None:
+    stub.script(StubReply(wire.error(status, "the request is wrong"), status=status), wire.ok)
+    with pytest.raises(BadRequest) as raised:
+        wire.model(stub.url).chat(HELLO)
+    assert raised.value.status == status
+    assert raised.value.provider == wire.provider
+    assert "the request is wrong" in str(raised.value)
+    assert len(stub.requests) == 1
+
+
+def test_retries_stop_at_max_retries_with_the_last_error(
+    stub: LoopbackStubServer, wire: Wire
+) -> None:
+    stub.script(*[StubReply(wire.error(500, f"boom {i}"), status=500) for i in range(5)])
+    with pytest.raises(ServerError) as raised:
+        wire.model(stub.url, max_retries=2).chat(HELLO)
+    assert raised.value.attempts == 3
+    assert "boom 2" in str(raised.value)
+    assert len(stub.requests) == 3
+
+
+def test_the_retry_budget_caps_retries_across_calls(stub: LoopbackStubServer, wire: Wire) -> None:
+    model = wire.model(stub.url, retry_budget=RetryBudget(ratio=0.0, reserve=1.0))
+    stub.script(StubReply(wire.error(500, "boom"), status=500), wire.ok)
+    assert model.chat(HELLO).message.content == "ok"
+    stub.script(StubReply(wire.error(500, "boom"), status=500), wire.ok)
+    with pytest.raises(ServerError) as raised:
+        model.chat(HELLO)
+    assert raised.value.attempts == 1
+    assert len(stub.requests) == 3
+
+
+def test_silent_empty_reply_raises_empty_response_error_after_one_retry(
+    stub: LoopbackStubServer, wire: Wire
+) -> None:
+    stub.script(wire.empty, wire.empty)
+    with pytest.raises(EmptyResponseError) as raised:
+        wire.model(stub.url, max_retries=0).chat(HELLO)
+    assert raised.value.attempts == 2
+    assert len(stub.requests) == 2
+
+    stub.script(wire.empty, wire.ok)
+    assert wire.model(stub.url, max_retries=0).chat(HELLO).message.content == "ok"
+    assert len(stub.requests) == 4
+
+
+def test_malformed_json_reply_is_a_malformed_response_and_retried(
+    stub: LoopbackStubServer, wire: Wire
+) -> None:
+    stub.script(StubReply(b'{"candidates": [{"content'), wire.ok)
+    assert wire.model(stub.url).chat(HELLO).message.content == "ok"
+    assert len(stub.requests) == 2
+
+    stub.script(StubReply(b"<html>bad gateway</html>"), StubReply(b"{not json"))
+    with pytest.raises(MalformedResponse) as raised:
+        wire.model(stub.url, max_retries=1).chat(HELLO)
+    assert isinstance(raised.value, ServerError)
+    assert len(stub.requests) == 4
+
+
+def test_refused_connection_is_connection_failed_after_retries(wire: Wire) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ConnectionFailed) as raised:
+        wire.model(f"http://127.0.0.1:{port}", max_retries=1).chat(HELLO)
+    assert raised.value.attempts == 2
+
+
+def test_errors_never_contain_the_api_key_or_media_bytes(
+    stub: LoopbackStubServer, wire: Wire
+) -> None:
+    encoded = base64.b64encode(PNG).decode()
+    urlsafe = base64.urlsafe_b64encode(PNG).decode()
+    echo = f"invalid request with key {API_KEY} and image data {encoded} / {urlsafe}"
+    stub.script(StubReply(wire.error(400, echo), status=400))
+    message = ChatMessage.user([TextPart(text="look"), ImagePart(mime_type="image/png", data=PNG)])
+    with pytest.raises(ProviderError) as raised:
+        wire.model(stub.url).chat([message])
+    error = raised.value
+    assert stub.requests[0].body  # the request did carry the key and the bytes
+    assert "invalid request with key" in str(error)
+    rendered = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    for text in (str(error), repr(error), error.message, rendered):
+        assert API_KEY not in text
+        assert encoded[:40] not in text
+        assert urlsafe[:40] not in text
+    assert error.__cause__ is None
+    assert error.__context__ is None
