@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import os
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import fastavro
 from fastavro.write import Writer
+
 from streamagents.serde.avro import (
     DEFAULT_TEXT_LIMIT,
     LATEST_VERSION,
@@ -34,6 +37,7 @@ from streamagents.serde.events import AgentEvent
 __all__ = [
     "DEFAULT_ROLL_BYTES",
     "DEFAULT_ROLL_SECONDS",
+    "SYNC_INTERVAL",
     "EventLogWriter",
     "default_codec",
     "event_log_files",
@@ -42,6 +46,7 @@ __all__ = [
 
 DEFAULT_ROLL_BYTES = 64 * 1024 * 1024
 DEFAULT_ROLL_SECONDS = 300.0
+SYNC_INTERVAL = 256 * 1024  # bytes per Avro block before compression: bigger blocks pack better
 _SUFFIX = ".avro"
 _IN_PROGRESS = ".inprogress"
 
@@ -56,6 +61,17 @@ def default_codec() -> str:
     except ValueError:  # fastavro lacks its zstandard library here
         return "deflate"
     return "zstandard"
+
+
+@dataclass
+class _OpenFile:
+    """The file a writer is filling: its handle, Avro writer, names and start time."""
+
+    handle: BinaryIO
+    avro: Writer
+    in_progress: Path
+    final: Path
+    opened_at: float
 
 
 class EventLogWriter:
@@ -90,61 +106,54 @@ class EventLogWriter:
         self.events_written = 0
         self._writer_id = uuid.uuid4().hex[:12]
         self._file_index = 0
-        self._file: io.BufferedWriter | None = None
-        self._avro: Writer | None = None
-        self._in_progress: Path | None = None
-        self._final: Path | None = None
-        self._opened_at = 0.0
+        self._current: _OpenFile | None = None
         if self.level is not LogLevel.OFF:
             self.directory.mkdir(parents=True, exist_ok=True)
 
-    def write(self, event: AgentEvent | dict[str, Any] | str) -> None:
-        """Append one event (model, JSON text or JSON-form dict); rolls the file when due."""
+    def write(self, event: AgentEvent | str) -> None:
+        """Append one event (a model or its JSON text); rolls the file when due."""
         if self.level is LogLevel.OFF:
             return
         record = to_record(
             event, version=self.version, level=self.level, text_limit=self.text_limit
         )
-        self.write_record(record)
-
-    def write_record(self, record: dict[str, Any]) -> None:
-        """Append an Avro record already built by `to_record` for this writer's version."""
-        if self.level is LogLevel.OFF:
-            return
-        if self._avro is None:
-            self._open()
-        assert self._avro is not None and self._file is not None
-        self._avro.write(record)
+        current = self._current or self._open()
+        current.avro.write(record)
         self.events_written += 1
-        if self._file.tell() + self._avro.io.tell() >= self.roll_bytes:
+        if current.handle.tell() + current.avro.io.tell() >= self.roll_bytes:
             self.roll()
         else:
             self.roll_if_due()
 
-    def write_all(self, events: Iterable[AgentEvent | dict[str, Any] | str]) -> None:
+    def write_all(self, events: Iterable[AgentEvent | str]) -> None:
         """Append every event of `events`."""
         for event in events:
             self.write(event)
 
+    @property
+    def opened_at(self) -> float | None:
+        """`time.monotonic()` when the open file was started, or None when none is open."""
+        return None if self._current is None else self._current.opened_at
+
     def roll_if_due(self, now: float | None = None) -> None:
         """Finish the open file when it is older than roll_seconds."""
-        if self._avro is not None:
-            age = (time.monotonic() if now is None else now) - self._opened_at
+        current = self._current
+        if current is not None:
+            age = (time.monotonic() if now is None else now) - current.opened_at
             if age >= self.roll_seconds:
                 self.roll()
 
     def roll(self) -> None:
         """Finish the open file (flush, fsync, rename to its final name), if there is one."""
-        if self._avro is None or self._file is None:
+        current, self._current = self._current, None
+        if current is None:
             return
-        assert self._in_progress is not None and self._final is not None
-        self._avro.flush()
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        os.replace(self._in_progress, self._final)
-        self.finished.append(self._final)
-        self._avro = self._file = self._in_progress = self._final = None
+        current.avro.flush()
+        current.handle.flush()
+        os.fsync(current.handle.fileno())
+        current.handle.close()
+        os.replace(current.in_progress, current.final)
+        self.finished.append(current.final)
 
     def close(self) -> None:
         """Finish the open file; the writer can be used again afterwards."""
@@ -156,19 +165,26 @@ class EventLogWriter:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def _open(self) -> None:
+    def _open(self) -> _OpenFile:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         name = (
             f"{self.prefix}-{stamp}-{self.subtask:04d}-{self._writer_id}-"
             f"{self._file_index:05d}{_SUFFIX}"
         )
         self._file_index += 1
-        self._final = self.directory / name
-        self._in_progress = self.directory / f".{name}{_IN_PROGRESS}"
-        self._file = open(self._in_progress, "xb")  # noqa: SIM115 - closed in roll()
-        metadata = {"streamagents.eventlog.version": str(self.version)}
-        self._avro = Writer(self._file, self.schema, codec=self.codec, metadata=metadata)
-        self._opened_at = time.monotonic()
+        in_progress = self.directory / f".{name}{_IN_PROGRESS}"
+        handle = open(in_progress, "xb")  # noqa: SIM115 - closed in roll()
+        avro = Writer(
+            handle,
+            self.schema,
+            codec=self.codec,
+            metadata={"streamagents.eventlog.version": str(self.version)},
+            sync_interval=SYNC_INTERVAL,
+        )
+        self._current = _OpenFile(
+            handle, avro, in_progress, self.directory / name, time.monotonic()
+        )
+        return self._current
 
 
 def event_log_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -192,5 +208,10 @@ def read_events(
     reader_schema = parsed_schema(LATEST_VERSION if version is None else version)
     for file in event_log_files(path):
         with open(file, "rb") as handle:
-            for record in fastavro.reader(handle, reader_schema=reader_schema):
+            records = fastavro.reader(handle)
+            writer_schema = fastavro.parse_schema(json.loads(records.metadata["avro.schema"]))
+            if writer_schema != reader_schema:  # resolving costs; skip it when they match
+                handle.seek(0)
+                records = fastavro.reader(handle, reader_schema=reader_schema)
+            for record in records:
                 yield from_record(record) if typed else record

@@ -6,6 +6,7 @@ import argparse
 import base64
 import json
 import math
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -96,6 +97,8 @@ def _cat(args: argparse.Namespace) -> int:
     except FileNotFoundError as error:
         print(f"streamagents eventlog: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import ValidationError
 from pyflink.datastream import DataStream, ProcessFunction, RuntimeContext
+
 from streamagents.connectors.eventlog import (
     DEFAULT_ROLL_BYTES,
     DEFAULT_ROLL_SECONDS,
@@ -23,7 +25,7 @@ from streamagents.serde.events import EventType, new_event
 __all__ = ["EventLogSinkFunction", "invalid_record_event", "sink_event_log", "subtask_index"]
 
 
-def invalid_record_event(raw: str, error: Exception) -> str:
+def invalid_record_event(raw: str, error: ValueError) -> str:
     """The JSON `error` event that stands in for a record the log could not take."""
     job_id = "unknown"
     try:
@@ -32,8 +34,12 @@ def invalid_record_event(raw: str, error: Exception) -> str:
             job_id = found["job_id"]
     except ValueError:
         pass
-    if isinstance(error, KeyError):
-        reason = f"event log record rejected: missing field {error}"
+    if isinstance(error, ValidationError):
+        problems = (
+            f"{'.'.join(str(step) for step in problem['loc']) or 'record'}: {problem['msg']}"
+            for problem in error.errors(include_url=False, include_input=False)
+        )
+        reason = "event log record rejected: " + "; ".join(problems)
     else:
         reason = f"event log record rejected: {type(error).__name__}: {error}"
     event = new_event(
@@ -86,7 +92,7 @@ class EventLogSinkFunction(ProcessFunction):
         assert self.writer is not None, "open() starts the writer"
         try:
             self.writer.write(value)
-        except (ValueError, KeyError, TypeError) as error:
+        except ValueError as error:  # not a valid AgentEvent
             self.writer.write(invalid_record_event(value, error))
         return iter(())
 

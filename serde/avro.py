@@ -7,8 +7,8 @@ At the STANDARD level long text keeps a prefix plus its full length and a `trunc
 flag, so no field ever changes type; VERBOSE keeps the full text. Secrets that look like
 API keys or bearer tokens are replaced at every level, and media appear only as refs.
 
-`check_compatible(old, new)` lists what stops a new schema from reading data written with
-the old one and the old from reading data written with the new one.
+`check_compatible(old, new)` (from `avro_compat`) lists what stops a new schema from
+reading data written with the old one and the old from reading data written with the new.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from importlib import resources
 from typing import Any
 
 import fastavro
+
+from streamagents.serde.avro_compat import check_compatible
 from streamagents.serde.events import AgentEvent, EventType
-from streamagents.serde.messages import ChatMessage
+from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
 
 __all__ = [
     "DEFAULT_TEXT_LIMIT",
@@ -130,22 +132,33 @@ _SECRET = re.compile(
     r"[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9._~+/\-]{12,}"
 )
 _NAMED_SECRET = re.compile(r"^(.*?[=:]\s*[\"']?)", re.DOTALL)
-REDACTED = "[REDACTED]"
+_REDACTED = "[REDACTED]"
 
 
 def _redact_match(match: re.Match[str]) -> str:
     found = match.group(0)
     if found.startswith(("AIza", "sk-")):
-        return REDACTED
+        return _REDACTED
     if found[:6].lower() == "bearer":
-        return found[:6] + " " + REDACTED
+        return found[:6] + " " + _REDACTED
     name = _NAMED_SECRET.match(found)
-    return (name.group(1) if name else "") + REDACTED
+    return (name.group(1) if name else "") + _REDACTED
 
 
 def redact_secrets(text: str) -> str:
     """`text` with anything that looks like an API key, bearer token or password replaced."""
-    return _SECRET.sub(_redact_match, text)
+    lowered = text.lower()
+    if (  # a cheap first look: every secret pattern contains one of these
+        "aiza" in lowered
+        or "sk-" in lowered
+        or "bearer" in lowered
+        or "key" in lowered
+        or "token" in lowered
+        or "secret" in lowered
+        or "password" in lowered
+    ):
+        return _SECRET.sub(_redact_match, text)
+    return text
 
 
 def _bounded(text: str, limit: int | None) -> dict[str, Any]:
@@ -154,6 +167,16 @@ def _bounded(text: str, limit: int | None) -> dict[str, Any]:
     if limit is not None and length > limit:
         return {"text": text[:limit], "original_length": length, "truncated": True}
     return {"text": text, "original_length": length, "truncated": False}
+
+
+# Union branches that are records are named explicitly (fastavro's tuple notation), so the
+# writer does not have to try each branch against the value.
+_BOUNDED_TEXT = "io.streamagents.eventlog.BoundedText"
+_TOKEN_USAGE = "io.streamagents.eventlog.TokenUsage"
+
+
+def _optional_bounded(text: str | None, limit: int | None) -> tuple[str, dict[str, Any]] | None:
+    return None if text is None else (_BOUNDED_TEXT, _bounded(text, limit))
 
 
 def _json_default(value: Any) -> Any:
@@ -167,100 +190,101 @@ def _metadata_value(value: Any) -> Any:
         return value
     if isinstance(value, bytes | bytearray):
         return {"bytes": bytes(value)}
-    if isinstance(value, dict) and set(value) == {"$bytes"}:
-        return {"bytes": base64.b64decode(value["$bytes"])}
     return {"json": json.dumps(value, default=_json_default, separators=(",", ":"))}
 
 
-def _metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+def _metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     return {k: _metadata_value(v) for k, v in metadata.items()} if metadata else {}
 
 
 class _Encoder:
-    """Turns JSON-form events into Avro records for one schema version and level."""
+    """Turns `AgentEvent` models into Avro records for one schema version and level.
+
+    Every record field is set, even when null: fastavro writes absent fields far slower."""
 
     def __init__(self, version: int, level: LogLevel, text_limit: int) -> None:
         self.shape = _SHAPES[_check_version(version)]
         self.limit = None if level is LogLevel.VERBOSE else text_limit
 
-    def part(self, part: dict[str, Any]) -> dict[str, Any]:
-        kind = part["kind"]
-        record: dict[str, Any] = {"kind": kind}
-        if kind == "text":
-            record["text"] = _bounded(part["text"], self.limit)
-        else:
-            if part.get("data") is not None:
-                raise ValueError(
-                    f"{kind} part ({part.get('mime_type')}) holds inline data; the event log "
-                    "takes media only as store refs or URLs, so offload it first"
-                )
-            ref = part.get("ref")
-            record["mime_type"] = part["mime_type"]
-            record["url"] = part.get("url")
-            if ref is not None:
-                record["sha256"] = ref["sha256"]
-                record["size_bytes"] = ref["size_bytes"]
-                record["uri"] = ref.get("uri")
+    def part(self, part: Part) -> dict[str, Any]:
+        if isinstance(part, TextPart):
+            record: dict[str, Any] = {
+                "kind": "text",
+                "text": _optional_bounded(part.text, self.limit),
+                "mime_type": None,
+                "sha256": None,
+                "size_bytes": None,
+                "uri": None,
+                "url": None,
+            }
+        else:  # AgentEvent validation has refused inline media already
+            ref = part.ref
+            record = {
+                "kind": part.kind,
+                "text": None,
+                "mime_type": part.mime_type,
+                "sha256": None if ref is None else ref.sha256,
+                "size_bytes": None if ref is None else ref.size_bytes,
+                "uri": None if ref is None else ref.uri,
+                "url": part.url,
+            }
         if self.shape.part_metadata:
-            record["metadata"] = _metadata(part.get("metadata"))
+            record["metadata"] = _metadata(part.metadata)
         return record
 
-    def tool_call(self, call: dict[str, Any]) -> dict[str, Any]:
-        arguments = json.dumps(call.get("arguments") or {}, separators=(",", ":"))
-        record = {
-            "id": call["id"],
-            "name": call["name"],
-            "arguments": _bounded(arguments, self.limit),
-        }
+    def tool_call(self, call: ToolCall) -> dict[str, Any]:
+        arguments = json.dumps(call.arguments, separators=(",", ":"))
+        record = {"id": call.id, "name": call.name, "arguments": _bounded(arguments, self.limit)}
         if self.shape.call_metadata:
-            record["metadata"] = _metadata(call.get("metadata"))
+            record["metadata"] = _metadata(call.metadata)
         return record
 
-    def message(self, message: dict[str, Any]) -> dict[str, Any]:
-        parts = message.get("parts") or ()
-        content = message.get("content") or ""
+    def message(self, message: ChatMessage) -> dict[str, Any]:
+        parts = message.parts
         record = {
-            "role": message["role"],
-            "content": _bounded(content, self.limit) if content and not parts else None,
+            "role": message.role,
+            "content": None if parts else _optional_bounded(message.content or None, self.limit),
             "parts": [self.part(p) for p in parts],
-            "tool_calls": [self.tool_call(c) for c in message.get("tool_calls") or ()],
-            "tool_call_id": message.get("tool_call_id"),
-            "name": message.get("name"),
-            "is_error": bool(message.get("is_error")),
+            "tool_calls": [self.tool_call(c) for c in message.tool_calls],
+            "tool_call_id": message.tool_call_id,
+            "name": message.name,
+            "is_error": message.is_error,
         }
         if self.shape.message_metadata:
-            record["metadata"] = _metadata(message.get("metadata"))
+            record["metadata"] = _metadata(message.metadata)
         return record
 
-    def event(self, event: dict[str, Any]) -> dict[str, Any]:
-        payload = event.get("payload") or {}
-        event_type = event["event_type"]
-        error_message = payload.get("error_message")
-        attributes = payload.get("attributes") or {}
+    def event(self, event: AgentEvent) -> dict[str, Any]:
+        payload = event.payload
+        event_type = event.event_type.value
+        usage = payload.usage
         return {
-            "event_id": event["event_id"],
+            "event_id": event.event_id,
             "event_type": event_type if event_type in self.shape.event_types else "unknown",
-            "job_id": event["job_id"],
-            "key": event.get("key"),
-            "run_id": event.get("run_id"),
-            "sequence": event.get("sequence", 0),
-            "timestamp": event["timestamp_ms"],
-            "upstream_event_id": event.get("upstream_event_id"),
+            "job_id": event.job_id,
+            "key": event.key,
+            "run_id": event.run_id,
+            "sequence": event.sequence,
+            "timestamp": event.timestamp_ms,
+            "upstream_event_id": event.upstream_event_id,
             "payload": {
-                "messages": [self.message(m) for m in payload.get("messages") or ()],
-                "tool_calls": [self.tool_call(c) for c in payload.get("tool_calls") or ()],
-                "tool_results": [self.message(m) for m in payload.get("tool_results") or ()],
-                "usage": payload.get("usage"),
-                "model": payload.get("model"),
-                "latency_ms": payload.get("latency_ms"),
-                "error_class": payload.get("error_class"),
-                "error_message": (
-                    None if error_message is None else _bounded(error_message, self.limit)
+                "messages": [self.message(m) for m in payload.messages],
+                "tool_calls": [self.tool_call(c) for c in payload.tool_calls],
+                "tool_results": [self.message(m) for m in payload.tool_results],
+                "usage": None
+                if usage is None
+                else (
+                    _TOKEN_USAGE,
+                    {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
                 ),
-                "finish_reason": payload.get("finish_reason"),
-                "attempts": payload.get("attempts"),
-                "cost_usd": payload.get("cost_usd"),
-                "attributes": {k: redact_secrets(v) for k, v in attributes.items()},
+                "model": payload.model,
+                "latency_ms": payload.latency_ms,
+                "error_class": payload.error_class,
+                "error_message": _optional_bounded(payload.error_message, self.limit),
+                "finish_reason": payload.finish_reason,
+                "attempts": payload.attempts,
+                "cost_usd": payload.cost_usd,
+                "attributes": {k: redact_secrets(v) for k, v in payload.attributes.items()},
             },
         }
 
@@ -269,13 +293,17 @@ _ENCODERS: dict[tuple[int, LogLevel, int], _Encoder] = {}
 
 
 def to_record(
-    event: AgentEvent | dict[str, Any] | str,
+    event: AgentEvent | str,
     *,
     version: int = LATEST_VERSION,
     level: LogLevel | str = LogLevel.STANDARD,
     text_limit: int = DEFAULT_TEXT_LIMIT,
 ) -> dict[str, Any]:
-    """The Avro record of an event (model, JSON text or JSON-form dict) for a version."""
+    """The Avro record of an event (a model or its JSON text) for a schema version.
+
+    JSON text is validated as an `AgentEvent` first (a pydantic ValidationError, which is a
+    ValueError, names what is wrong), so every record handed to fastavro has the right
+    types: a record fastavro refused half-way would corrupt the block being written."""
     level = LogLevel.parse(level)
     if level is LogLevel.OFF:
         raise ValueError("event log level off records nothing; skip the event instead")
@@ -284,10 +312,8 @@ def to_record(
         encoder = _ENCODERS.setdefault(
             (version, level, text_limit), _Encoder(version, level, text_limit)
         )
-    if isinstance(event, AgentEvent):
-        event = event.model_dump(mode="json")
-    elif isinstance(event, str):
-        event = json.loads(event)
+    if isinstance(event, str):
+        event = AgentEvent.model_validate_json(event)
     return encoder.event(event)
 
 
@@ -397,193 +423,3 @@ def from_record(record: dict[str, Any]) -> AgentEvent:
             },
         }
     )
-
-
-# ---------------------------------------------------------------------------------------
-# Schema compatibility
-
-_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
-
-
-def _named_types(schema: Any, namespace: str | None, found: dict[str, Any]) -> None:
-    """Collect every named type (record, enum, fixed) under its full and short name."""
-    if isinstance(schema, list):
-        for branch in schema:
-            _named_types(branch, namespace, found)
-        return
-    if not isinstance(schema, dict):
-        return
-    kind = schema["type"]
-    if kind in ("record", "error", "enum", "fixed"):
-        name = schema["name"]
-        space = schema.get("namespace", namespace) if "." not in name else name.rpartition(".")[0]
-        full = name if "." in name else (f"{space}.{name}" if space else name)
-        found[full] = schema
-        found.setdefault(full.rpartition(".")[2], schema)
-        if kind in ("record", "error"):
-            for field in schema["fields"]:
-                _named_types(field["type"], space, found)
-    elif kind == "array":
-        _named_types(schema["items"], namespace, found)
-    elif kind == "map":
-        _named_types(schema["values"], namespace, found)
-    elif isinstance(kind, dict | list):
-        _named_types(kind, namespace, found)
-
-
-class _Resolver:
-    """Compares an old and a new schema both ways and collects the problems."""
-
-    def __init__(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        self.old_names: dict[str, Any] = {}
-        self.new_names: dict[str, Any] = {}
-        _named_types(old, old.get("namespace"), self.old_names)
-        _named_types(new, new.get("namespace"), self.new_names)
-        self.problems: list[str] = []
-        self.seen: set[tuple[int, int]] = set()
-
-    def _expand(self, schema: Any, names: dict[str, Any]) -> Any:
-        if isinstance(schema, str) and schema not in _PRIMITIVES:
-            return names.get(schema, names.get(schema.rpartition(".")[2], schema))
-        if isinstance(schema, dict) and isinstance(schema["type"], dict | list):
-            return self._expand(schema["type"], names)
-        if isinstance(schema, dict) and schema["type"] in _PRIMITIVES and len(schema) == 1:
-            return schema["type"]
-        return schema
-
-    @staticmethod
-    def _describe(schema: Any) -> str:
-        if isinstance(schema, str):
-            return schema
-        if isinstance(schema, list):
-            return "[" + ", ".join(_Resolver._describe(s) for s in schema) + "]"
-        if schema["type"] in ("record", "enum", "fixed", "error"):
-            return f"{schema['type']} {schema['name']}"
-        if schema["type"] in ("array", "map"):
-            inner = schema["items"] if schema["type"] == "array" else schema["values"]
-            return f"{schema['type']}<{_Resolver._describe(inner)}>"
-        logical = schema.get("logicalType")
-        return f"{schema['type']}({logical})" if logical else schema["type"]
-
-    def compare(self, old: Any, new: Any, path: str) -> None:
-        old = self._expand(old, self.old_names)
-        new = self._expand(new, self.new_names)
-        if isinstance(old, list) or isinstance(new, list):
-            self._compare_unions(old, new, path)
-            return
-        if self._kind(old) != self._kind(new):
-            self.problems.append(
-                f"{path}: type changed from {self._describe(old)} to {self._describe(new)}"
-            )
-            return
-        kind = self._kind(old)
-        old_logical, new_logical = self._logical(old), self._logical(new)
-        if old_logical != new_logical:
-            self.problems.append(
-                f"{path}: logical type changed from {old_logical} to {new_logical}"
-            )
-        if kind in ("record", "error"):
-            self._compare_records(old, new, path)
-        elif kind == "enum":
-            self._compare_enums(old, new, path)
-        elif kind == "array":
-            self.compare(old["items"], new["items"], f"{path}[]")
-        elif kind == "map":
-            self.compare(old["values"], new["values"], f"{path}{{}}")
-        elif kind == "fixed" and old["size"] != new["size"]:
-            self.problems.append(f"{path}: fixed size changed from {old['size']} to {new['size']}")
-
-    @staticmethod
-    def _kind(schema: Any) -> str:
-        return schema if isinstance(schema, str) else schema["type"]
-
-    @staticmethod
-    def _logical(schema: Any) -> str | None:
-        return schema.get("logicalType") if isinstance(schema, dict) else None
-
-    def _compare_unions(self, old: Any, new: Any, path: str) -> None:
-        old_branches = old if isinstance(old, list) else [old]
-        new_branches = new if isinstance(new, list) else [new]
-        if not isinstance(new, list):
-            self.problems.append(
-                f"{path}: union {self._describe(old)} narrowed to {self._describe(new)}"
-            )
-            return
-        for branch in old_branches:
-            expanded = self._expand(branch, self.old_names)
-            match = next(
-                (
-                    b
-                    for b in new_branches
-                    if self._same_branch(expanded, self._expand(b, self.new_names))
-                ),
-                None,
-            )
-            if match is None:
-                self.problems.append(
-                    f"{path}: union branch {self._describe(expanded)} removed "
-                    f"(new type {self._describe(new)})"
-                )
-            else:
-                self.compare(branch, match, path)
-
-    @staticmethod
-    def _same_branch(old: Any, new: Any) -> bool:
-        old_kind = old if isinstance(old, str) else old["type"]
-        new_kind = new if isinstance(new, str) else new["type"]
-        if old_kind != new_kind:
-            return False
-        if old_kind in ("record", "enum", "fixed", "error"):
-            return old["name"] == new["name"] or old["name"] in new.get("aliases", ())
-        return True
-
-    def _compare_records(self, old: dict[str, Any], new: dict[str, Any], path: str) -> None:
-        marker = (id(old), id(new))
-        if marker in self.seen:
-            return
-        self.seen.add(marker)
-        if old["name"] != new["name"] and old["name"] not in new.get("aliases", ()):
-            self.problems.append(
-                f"{path}: record {old['name']} renamed to {new['name']} without an alias"
-            )
-        new_by_name = {f["name"]: f for f in new["fields"]}
-        new_by_alias = {a: f for f in new["fields"] for a in f.get("aliases", ())}
-        matched: set[str] = set()
-        for field in old["fields"]:
-            name = field["name"]
-            here = f"{path}.{name}"
-            counterpart = new_by_name.get(name) or new_by_alias.get(name)
-            if counterpart is None:
-                self.problems.append(f"{here}: field removed or renamed without an alias")
-                continue
-            matched.add(counterpart["name"])
-            if counterpart["name"] != name and "default" not in field:
-                self.problems.append(
-                    f"{here}: renamed to {counterpart['name']}, but readers of the old "
-                    "schema need a default for it"
-                )
-            self.compare(field["type"], counterpart["type"], here)
-        for field in new["fields"]:
-            if field["name"] not in matched and "default" not in field:
-                self.problems.append(f"{path}.{field['name']}: field added without a default")
-
-    def _compare_enums(self, old: dict[str, Any], new: dict[str, Any], path: str) -> None:
-        added = [s for s in new["symbols"] if s not in old["symbols"]]
-        removed = [s for s in old["symbols"] if s not in new["symbols"]]
-        if added and "default" not in old:
-            self.problems.append(
-                f"{path}: enum {old['name']} gained symbols {added} but has no default "
-                "for older readers to fall back on"
-            )
-        if removed and "default" not in new:
-            self.problems.append(
-                f"{path}: enum {new['name']} lost symbols {removed} and has no default "
-                "for reading older data"
-            )
-
-
-def check_compatible(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Problems that stop `new` being backward and forward compatible with `old` (none: [])."""
-    resolver = _Resolver(old, new)
-    resolver.compare(old, new, old.get("name", "schema"))
-    return resolver.problems

@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from streamagents.serde.chat import TokenUsage
 from streamagents.serde.messages import ChatMessage, ToolCall
 

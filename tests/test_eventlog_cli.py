@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from streamagents.connectors.eventlog import EventLogWriter
 from streamagents.jobs.cli import main
 from streamagents.serde.chat import TokenUsage

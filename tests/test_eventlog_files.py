@@ -39,7 +39,12 @@ def _run_events(key: str = "k1") -> list[AgentEvent]:
     ask = ChatMessage.user("What is in stock?")
     answer = ChatMessage(
         role="assistant",
-        parts=[TextPart(text="checking", metadata={"thought_signature": b"\x00sig\xff"})],
+        parts=[
+            TextPart(
+                text="checking",
+                metadata={"thought_signature": b"\x00sig\xff", "trace": {"ids": [1, b"\x02"]}},
+            )
+        ],
         tool_calls=[
             ToolCall(id="c1", name="stock", arguments={"sku": "A1"}, metadata={"sig": b"\x01\x02"})
         ],
@@ -193,7 +198,7 @@ def test_files_never_hold_media_bytes_or_api_keys(tmp_path: Path) -> None:
     assert "[REDACTED]" in record["payload"]["error_message"]["text"]
 
 
-def test_writer_refuses_events_whose_json_holds_inline_media(tmp_path: Path) -> None:
+def test_writer_refuses_event_json_that_holds_inline_media(tmp_path: Path) -> None:
     event = json.loads(_run_events()[0].model_dump_json())
     event["payload"]["messages"][0] = {
         "role": "user",
@@ -201,6 +206,7 @@ def test_writer_refuses_events_whose_json_holds_inline_media(tmp_path: Path) -> 
     }
     with EventLogWriter(tmp_path) as writer, pytest.raises(ValueError, match="offload it first"):
         writer.write(json.dumps(event))
+    assert writer.finished == []
 
 
 def test_files_roll_by_size_and_keep_every_event_in_order(tmp_path: Path) -> None:
@@ -214,9 +220,12 @@ def test_files_roll_by_size_and_keep_every_event_in_order(tmp_path: Path) -> Non
 def test_files_roll_by_time(tmp_path: Path) -> None:
     writer = EventLogWriter(tmp_path, roll_seconds=10)
     writer.write(_run_events()[0])
-    writer.roll_if_due(now=writer._opened_at + 5)
+    opened = writer.opened_at
+    assert opened is not None
+    writer.roll_if_due(now=opened + 5)
     assert writer.finished == []
-    writer.roll_if_due(now=writer._opened_at + 10)
+    writer.roll_if_due(now=opened + 10)
+    assert writer.opened_at is None
     assert len(writer.finished) == 1
     writer.write(_run_events()[0])
     writer.close()

@@ -8,6 +8,7 @@ from typing import Any
 
 import fastavro
 import pytest
+
 from streamagents.operators.eventlog_sink import invalid_record_event
 from streamagents.serde.chat import TokenUsage
 from streamagents.serde.events import AgentEvent, new_event
@@ -35,6 +36,7 @@ def sink_job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Runs one small PyFlink job (parallelism 2, thread mode) into an event log folder."""
     from pyflink.common import Configuration, Types
     from pyflink.datastream import StreamExecutionEnvironment
+
     from streamagents.operators.eventlog_sink import sink_event_log
 
     directory = tmp_path_factory.mktemp("eventlog")
@@ -73,7 +75,8 @@ def test_flink_job_replaces_an_invalid_record_with_an_error_event(sink_job: dict
     assert len(errors) == 1
     assert errors[0]["payload"]["error_class"] == "InvalidEventRecord"
     assert errors[0]["payload"]["error_message"]["text"] == (
-        "event log record rejected: missing field 'event_type'"
+        "event log record rejected: event_type: Field required; job_id: Field required; "
+        "not: Extra inputs are not permitted"
     )
 
 
@@ -87,9 +90,22 @@ def test_flink_subtasks_write_distinct_rolled_files_and_leave_none_in_progress(
     assert len(names) > 2  # rolled by size
 
 
+def _stand_in_for(raw: str) -> dict[str, Any]:
+    """The error event the sink writes in place of `raw`, which AgentEvent refuses."""
+    with pytest.raises(ValueError) as info:
+        AgentEvent.model_validate_json(raw)
+    return json.loads(invalid_record_event(raw, info.value))
+
+
 def test_invalid_record_event_names_the_reason_and_keeps_the_job_id() -> None:
-    event = json.loads(invalid_record_event('{"job_id": "j1"}', KeyError("event_id")))
+    event = _stand_in_for('{"job_id": "j1", "event_type": "input", "sequence": -1}')
     assert event["job_id"] == "j1"
-    assert (
-        event["payload"]["error_message"] == "event log record rejected: missing field 'event_id'"
+    assert event["payload"]["error_message"] == (
+        "event log record rejected: sequence: Input should be greater than or equal to 0"
     )
+
+
+def test_invalid_json_is_reported_without_its_content() -> None:
+    event = _stand_in_for('{"job_id": "j1", "secret": "AIza-oops')
+    assert event["job_id"] == "unknown"
+    assert "AIza" not in event["payload"]["error_message"]
