@@ -191,16 +191,23 @@ def test_6_malformed_base64_fails_while_building_with_the_user_message_error(
     with pytest.raises(ValidationError) as model_error:
         ImagePart.model_validate(bad)
     model_sentence = model_error.value.errors()[0]["ctx"]["error"]
+    # As JSON (dicts), the form a replayed log or a caller without the model classes uses.
     user = {"role": "user", "parts": [bad]}
     tool = {"role": "tool", "tool_call_id": "call-1", "name": "screenshot", "parts": [bad]}
+    # Built without validation (model_construct), so the text reaches the adapter as is.
+    unchecked = ImagePart.model_construct(**bad, url=None, ref=None, metadata={})
+    unchecked_user = ChatMessage.model_construct(role="user", parts=[unchecked])
+    unchecked_tool = ChatMessage.model_construct(
+        role="tool", tool_call_id="call-1", name="screenshot", parts=[unchecked]
+    )
     gemini = model(stub)
     errors = []
-    for message in (user, tool):
+    for message in (user, tool, unchecked_user, unchecked_tool):
         with pytest.raises(InvalidContent) as raised:
             gemini.chat([ChatMessage.user("hi"), message])
         errors.append(raised.value)
-    assert type(errors[0]) is type(errors[1])
-    assert str(errors[0]) == str(errors[1]) == str(model_sentence)
+    assert {type(e) for e in errors} == {InvalidContent}
+    assert {str(e) for e in errors} == {str(model_sentence)}
     assert "malformed base64" in str(errors[0])
     assert "not base64!" not in str(errors[0])
     assert stub.requests == []
@@ -437,3 +444,55 @@ def test_reply_becomes_a_chat_response_with_usage_finish_reason_and_model_versio
     body = snake(stub.requests[-1].json)
     assert "id" not in body["contents"][1]["parts"][0]["function_call"]
     assert "id" not in body["contents"][2]["parts"][0]["function_response"]
+
+
+def test_media_in_a_reply_become_parts_of_the_assistant_message(
+    stub: LoopbackStubServer,
+) -> None:
+    stub.script(
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [
+                            {"text": "Here it is."},
+                            {
+                                "inlineData": {
+                                    "mimeType": "image/png",
+                                    "data": base64.b64encode(PNG).decode(),
+                                }
+                            },
+                            {"text": "thinking...", "thought": True},
+                        ],
+                    },
+                    "finishReason": "STOP",
+                }
+            ]
+        }
+    )
+    message = model(stub).chat([ChatMessage.user("draw a square")]).message
+    assert message.content == "Here it is."
+    assert message.media == [ImagePart(mime_type="image/png", data=PNG)]
+
+
+def test_a_store_ref_without_a_media_store_fails_before_sending(stub: LoopbackStubServer) -> None:
+    ref = MediaRef(sha256="ab" * 32, mime_type="image/png", size_bytes=3)
+    result = ChatMessage.tool_result(
+        "call-1", "screenshot", [ImagePart(mime_type="image/png", ref=ref)]
+    )
+    with pytest.raises(InvalidContent, match="no media_store to resolve it"):
+        model(stub).chat(turn(result))
+    assert stub.requests == []
+
+
+def test_vertex_ai_and_api_version_choose_the_endpoint(stub: LoopbackStubServer) -> None:
+    stub.script(OK, OK)
+    model(stub, vertexai=True).chat([ChatMessage.user("hi")])
+    model(stub, api_version="v1beta").chat([ChatMessage.user("hi")])
+    paths = [r.path for r in stub.requests]
+    assert paths == [
+        "/v1beta1/publishers/google/models/gemini-3-pro:generateContent",
+        "/v1beta/models/gemini-3-pro:generateContent",
+    ]
+    assert stub.requests[0].headers["x-goog-api-key"] == "test-key"

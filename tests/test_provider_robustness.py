@@ -5,7 +5,9 @@ Each test runs against all three wires through the real SDKs and the loopback st
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import pickle
 import socket
 import time
 import traceback
@@ -20,6 +22,7 @@ from streamagents.connectors.models import (
     ChatModel,
     ConnectionFailed,
     EmptyResponseError,
+    InvalidContent,
     MalformedResponse,
     ProviderError,
     RateLimited,
@@ -250,3 +253,48 @@ def test_errors_never_contain_the_api_key_or_media_bytes(
         assert urlsafe[:40] not in text
     assert error.__cause__ is None
     assert error.__context__ is None
+
+
+def test_malformed_base64_fails_alike_on_every_wire_before_sending(
+    stub: LoopbackStubServer, wire: Wire
+) -> None:
+    bad = {"kind": "document", "mime_type": "application/pdf", "data": "%%% not base64"}
+    model = wire.model(stub.url)
+    sentences = set()
+    for message in (
+        {"role": "user", "parts": [bad]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "fetch", "parts": [bad]},
+    ):
+        with pytest.raises(InvalidContent) as raised:
+            model.chat([*HELLO, message])
+        sentences.add(str(raised.value))
+    assert len(sentences) == 1
+    assert sentences.pop().startswith("data: malformed base64 (14 characters)")
+    assert stub.requests == []
+
+
+def test_a_closed_model_opens_a_fresh_client_on_next_use(
+    stub: LoopbackStubServer, wire: Wire
+) -> None:
+    model = wire.model(stub.url)
+
+    async def twice() -> list[str]:
+        answers = []
+        for _ in range(2):
+            stub.script(wire.ok)
+            answers.append((await model.achat(HELLO)).message.content)
+            await model.aclose()
+        return answers
+
+    assert asyncio.run(twice()) == ["ok", "ok"]
+    assert len(stub.requests) == 2
+
+
+def test_a_model_survives_pickling_and_still_calls(stub: LoopbackStubServer, wire: Wire) -> None:
+    model = wire.model(stub.url)
+    stub.script(wire.ok)
+    assert model.chat(HELLO).message.content == "ok"
+    copy = pickle.loads(pickle.dumps(model))
+    stub.script(wire.ok)
+    assert copy.chat(HELLO).message.content == "ok"
+    assert len(stub.requests) == 2

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,8 +25,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models.base import ChatModel
-from streamagents.connectors.models.clients import LoopBoundClient, transport_error
+from streamagents.connectors.models.clients import SDKChatModel, transport_error
 from streamagents.connectors.models.errors import (
     BadRequest,
     EmptyResponseError,
@@ -46,13 +43,7 @@ from streamagents.connectors.models.prepare import (
     prepare_messages,
     prepare_tools,
 )
-from streamagents.connectors.models.retry import (
-    RetryBudget,
-    RetryPolicy,
-    call_with_retries,
-    parse_retry_after,
-    policy_from,
-)
+from streamagents.connectors.models.retry import RetryBudget, RetryPolicy, parse_retry_after
 from streamagents.serde.chat import ChatResponse, TokenUsage
 from streamagents.serde.messages import (
     AudioPart,
@@ -145,12 +136,11 @@ def _model_parts(message: ChatMessage, synthetic: set[str]) -> list[types.Part]:
 def _tool_result_parts(
     message: ChatMessage, synthetic: set[str], legacy_tool_media: bool
 ) -> list[types.Part]:
-    text = "".join(p.text for p in message.text_parts())
     media = message.media
     response = types.FunctionResponse(
         id=None if message.tool_call_id in synthetic else message.tool_call_id,
         name=message.name or "",
-        response={"result": text},
+        response={"result": message.content},
         parts=None
         if legacy_tool_media or not media
         else [_function_response_part(p) for p in media],
@@ -203,7 +193,9 @@ def to_request(
         elif message.role == "user":
             contents.append(types.Content(role="user", parts=_user_parts(message)))
         elif message.role == "assistant":
-            contents.append(types.Content(role="model", parts=_model_parts(message, synthetic)))
+            parts = _model_parts(message, synthetic)
+            if parts:  # an empty reply (e.g. cut off by MAX_TOKENS) has nothing to send back
+                contents.append(types.Content(role="model", parts=parts))
         else:
             parts = _tool_result_parts(message, synthetic, legacy_tool_media)
             if previous_role == "tool":
@@ -284,6 +276,19 @@ def from_response(
     )
 
 
+def _sdk_error(
+    error: Exception, api_key: str | None, timeout: float | None
+) -> ProviderError | None:
+    if isinstance(error, genai_errors.APIError):
+        return _api_error(error, api_key)
+    if isinstance(error, json.JSONDecodeError | pydantic.ValidationError):
+        return MalformedResponse(
+            f"the reply body is not valid JSON for this API ({type(error).__name__})",
+            provider=PROVIDER,
+        )
+    return transport_error(error, PROVIDER, timeout)
+
+
 def _api_error(error: genai_errors.APIError, api_key: str | None) -> ProviderError:
     message = scrub(str(error.message or error.details or "no message"), [api_key])
     headers = dict(error.response.headers) if error.response is not None else {}
@@ -302,7 +307,7 @@ def _api_error(error: genai_errors.APIError, api_key: str | None) -> ProviderErr
     return ProviderError(message, **facts)
 
 
-class GeminiChatModel(ChatModel):
+class GeminiChatModel(SDKChatModel[genai.Client]):
     """A Gemini model (Gemini API or Vertex AI) behind the neutral `ChatModel` interface."""
 
     provider = PROVIDER
@@ -318,38 +323,35 @@ class GeminiChatModel(ChatModel):
         retry: RetryPolicy | None = None,
         retry_budget: RetryBudget | None = None,
         media_store: MediaStore | None = None,
+        generation: Mapping[str, Any] | None = None,
         vertexai: bool = False,
         project: str | None = None,
         location: str | None = None,
         api_version: str | None = None,
         legacy_tool_media: bool = False,
-        generation: Mapping[str, Any] | None = None,
     ) -> None:
-        self.model = model
-        self.api_key = (
-            api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-        )
-        if not self.api_key and not vertexai:
+        key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        if not key and not vertexai:
             raise ValueError(
                 "GeminiChatModel needs an API key: pass api_key= or set GEMINI_API_KEY "
                 "(or GOOGLE_API_KEY); Vertex AI (vertexai=True) uses Google credentials instead"
             )
-        self.base_url = base_url
-        self.timeout = timeout
-        self.retry = policy_from(retry, max_retries)
-        self.retry_budget = retry_budget or RetryBudget()
-        self.media_store = media_store
         self.vertexai = vertexai
         self.project = project
         self.location = location
         self.api_version = api_version
         self.legacy_tool_media = legacy_tool_media
-        self.generation = dict(generation or {})
-        self._rng = random.Random()
-        self._client: LoopBoundClient[genai.Client] = LoopBoundClient(self._new_client)
-
-    def __repr__(self) -> str:
-        return f"GeminiChatModel(model={self.model!r}, base_url={self.base_url!r})"
+        super().__init__(
+            model,
+            api_key=key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry=retry,
+            retry_budget=retry_budget,
+            media_store=media_store,
+            generation=generation,
+        )
 
     def _new_client(self) -> genai.Client:
         http_options = types.HttpOptions(
@@ -368,59 +370,27 @@ class GeminiChatModel(ChatModel):
             )
         return genai.Client(api_key=self.api_key, http_options=http_options)
 
-    def build_request(
-        self,
-        messages: Sequence[MessageLike],
-        tools: Sequence[ToolLike] = (),
-        **options: Any,
+    def _to_request(
+        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
     ) -> GeminiRequest:
-        """The request `achat` would send, built with this model's store and settings."""
         return to_request(
             messages,
             tools,
-            {**self.generation, **options},
+            options,
             store=self.media_store,
             legacy_tool_media=self.legacy_tool_media,
         )
 
-    async def achat(
-        self,
-        messages: Sequence[MessageLike],
-        tools: Sequence[ToolLike] = (),
-        **options: Any,
-    ) -> ChatResponse:
-        """Send one `generateContent` request (retrying per policy) and return the reply."""
-        request = self.build_request(messages, tools, **options)
-        started = time.monotonic()
+    async def _send(self, client: genai.Client, request: GeminiRequest) -> Any:
+        return await client.aio.models.generate_content(
+            model=self.model, contents=request.contents, config=request.config
+        )
 
-        async def attempt() -> ChatResponse:
-            client = self._client.get()
-            failure: ProviderError | None = None
-            try:
-                response = await client.aio.models.generate_content(
-                    model=self.model, contents=request.contents, config=request.config
-                )
-            except genai_errors.APIError as error:
-                failure = _api_error(error, self.api_key)
-            except (json.JSONDecodeError, pydantic.ValidationError) as error:
-                failure = MalformedResponse(
-                    f"the reply body is not valid JSON for this API ({type(error).__name__})",
-                    provider=PROVIDER,
-                )
-            except Exception as error:
-                failure = transport_error(error, PROVIDER, self.timeout)
-                if failure is None:
-                    raise
-            if failure is not None:
-                raise failure
-            return from_response(
-                response, model=self.model, latency_ms=(time.monotonic() - started) * 1000
-            )
+    def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
+        return from_response(reply, model=self.model, latency_ms=latency_ms)
 
-        return await call_with_retries(attempt, self.retry, self.retry_budget, self._rng)
+    def _map_error(self, error: Exception) -> ProviderError | None:
+        return _sdk_error(error, self.api_key, self.timeout)
 
-    async def aclose(self) -> None:
-        """Close the SDK client of the running loop, if any."""
-        client = self._client.take_current()
-        if client is not None:
-            await client.aio.aclose()
+    async def _close(self, client: genai.Client) -> None:
+        await client.aio.aclose()

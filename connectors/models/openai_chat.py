@@ -124,7 +124,8 @@ def _tool_message(message: ChatMessage) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": message.tool_call_id, "content": text}
 
 
-def _attachments_message(results: list[ChatMessage]) -> dict[str, Any] | None:
+def _attachments(results: list[ChatMessage]) -> list[dict[str, Any]]:
+    """The user message carrying a run of tool results' media (none when they have none)."""
     content: list[dict[str, Any]] = []
     for result in results:
         media = result.media
@@ -137,7 +138,7 @@ def _attachments_message(results: list[ChatMessage]) -> dict[str, Any] | None:
                 }
             )
             content.append(_media_part(part, f"returned by tool call {result.tool_call_id}"))
-    return {"role": "user", "content": content} if content else None
+    return [{"role": "user", "content": content}] if content else []
 
 
 def _tool_spec(spec: Any) -> dict[str, Any]:
@@ -160,24 +161,21 @@ def to_request(
 ) -> dict[str, Any]:
     """The `chat.completions.create` keyword arguments (model excluded); raises before sending."""
     encoded: list[dict[str, Any]] = []
-    pending_results: list[ChatMessage] = []
-    for message in [*prepare_messages(messages, store), None]:
-        if message is not None and message.role == "tool":
+    run: list[ChatMessage] = []  # the current run of consecutive tool results
+    for message in prepare_messages(messages, store):
+        if message.role == "tool":
             encoded.append(_tool_message(message))
-            pending_results.append(message)
+            run.append(message)
             continue
-        attachments = _attachments_message(pending_results)
-        if attachments is not None:
-            encoded.append(attachments)
-        pending_results = []
-        if message is None:
-            break
+        encoded.extend(_attachments(run))
+        run = []
         if message.role == "system":
             encoded.append({"role": "system", "content": message.content})
         elif message.role == "user":
             encoded.append(_user_message(message))
         else:
             encoded.append(_assistant_message(message))
+    encoded.extend(_attachments(run))
     request: dict[str, Any] = {"messages": encoded}
     specs = prepare_tools(tools)
     if specs:
@@ -223,16 +221,8 @@ class OpenAIChatModel(OpenAIModelBase):
 
     provider = PROVIDER
 
-    def _to_request(
-        self,
-        messages: Sequence[MessageLike],
-        tools: Sequence[ToolLike],
-        options: Mapping[str, Any],
-    ) -> dict[str, Any]:
-        return to_request(messages, tools, options, store=self.media_store)
+    wire_to_request = staticmethod(to_request)
+    wire_from_response = staticmethod(from_response)
 
     async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
         return await client.chat.completions.create(model=self.model, **request)
-
-    def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
-        return from_response(reply, model=self.model, latency_ms=latency_ms)

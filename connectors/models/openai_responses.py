@@ -174,16 +174,8 @@ class OpenAIResponsesModel(OpenAIModelBase):
 
     provider = PROVIDER
 
-    def _to_request(
-        self,
-        messages: Sequence[MessageLike],
-        tools: Sequence[ToolLike],
-        options: Mapping[str, Any],
-    ) -> dict[str, Any]:
-        return to_request(messages, tools, options, store=self.media_store)
+    wire_to_request = staticmethod(to_request)
+    wire_from_response = staticmethod(from_response)
 
     async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
         return await client.responses.create(model=self.model, **request)
-
-    def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
-        return from_response(reply, model=self.model, latency_ms=latency_ms)

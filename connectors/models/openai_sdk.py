@@ -1,27 +1,21 @@
-"""The shell both OpenAI wires share: the `openai` client, retries and error mapping.
+"""What both OpenAI wires share: the `openai` client (its retries off) and error mapping.
 
-`OpenAIModelBase` builds an `AsyncOpenAI` client per event loop with the SDK's retries
-off, sends what a wire module built, and maps the SDK's exceptions onto our hierarchy.
-The wire modules (`openai_chat`, `openai_responses`) supply request building, the call
-and reply parsing.
+The wire modules (`openai_chat`, `openai_responses`) subclass `OpenAIModelBase` and name
+their pure `to_request`/`from_response` functions and the SDK call.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
-import time
-from abc import abstractmethod
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import openai
 import pydantic
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models.base import ChatModel
-from streamagents.connectors.models.clients import LoopBoundClient, transport_error
+from streamagents.connectors.models.clients import SDKChatModel, transport_error
 from streamagents.connectors.models.errors import (
     BadRequest,
     ConnectionFailed,
@@ -33,13 +27,7 @@ from streamagents.connectors.models.errors import (
     scrub,
 )
 from streamagents.connectors.models.prepare import MessageLike, ToolLike
-from streamagents.connectors.models.retry import (
-    RetryBudget,
-    RetryPolicy,
-    call_with_retries,
-    parse_retry_after,
-    policy_from,
-)
+from streamagents.connectors.models.retry import RetryBudget, RetryPolicy, parse_retry_after
 from streamagents.serde.chat import ChatResponse
 
 __all__ = ["OpenAIModelBase", "map_openai_error", "parse_arguments"]
@@ -93,10 +81,16 @@ def map_openai_error(
     return transport_error(error, provider, timeout)
 
 
-class OpenAIModelBase(ChatModel):
-    """An OpenAI (or OpenAI-compatible: vLLM, Ollama, Azure) model reached with `openai`."""
+class OpenAIModelBase(SDKChatModel[openai.AsyncOpenAI]):
+    """An OpenAI (or OpenAI-compatible: vLLM, Ollama, Azure) model reached with `openai`.
+
+    A subclass names its wire: `wire_to_request`/`wire_from_response` (the wire module's
+    pure functions) and `_send` (the SDK call).
+    """
 
     provider = "openai"
+    wire_to_request: ClassVar[Callable[..., dict[str, Any]]]
+    wire_from_response: ClassVar[Callable[..., ChatResponse]]
 
     def __init__(
         self,
@@ -109,31 +103,29 @@ class OpenAIModelBase(ChatModel):
         retry: RetryPolicy | None = None,
         retry_budget: RetryBudget | None = None,
         media_store: MediaStore | None = None,
+        generation: Mapping[str, Any] | None = None,
         organization: str | None = None,
         default_headers: Mapping[str, str] | None = None,
-        generation: Mapping[str, Any] | None = None,
     ) -> None:
-        self.model = model
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key and base_url is None:
             raise ValueError(
                 f"{type(self).__name__} needs an API key: pass api_key= or set OPENAI_API_KEY "
                 "(a server given by base_url may accept any key)"
             )
-        self.api_key = key or "unused"
-        self.base_url = base_url
-        self.timeout = timeout
-        self.retry = policy_from(retry, max_retries)
-        self.retry_budget = retry_budget or RetryBudget()
-        self.media_store = media_store
         self.organization = organization
         self.default_headers = dict(default_headers or {})
-        self.generation = dict(generation or {})
-        self._rng = random.Random()
-        self._client: LoopBoundClient[openai.AsyncOpenAI] = LoopBoundClient(self._new_client)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+        super().__init__(
+            model,
+            api_key=key or "unused",
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            retry=retry,
+            retry_budget=retry_budget,
+            media_store=media_store,
+            generation=generation,
+        )
 
     def _new_client(self) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
@@ -145,55 +137,16 @@ class OpenAIModelBase(ChatModel):
             default_headers=self.default_headers or None,
         )
 
-    def build_request(
-        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike] = (), **options: Any
-    ) -> dict[str, Any]:
-        """The keyword arguments of the SDK call `achat` would make (model excluded)."""
-        return self._to_request(messages, tools, {**self.generation, **options})
-
-    @abstractmethod
     def _to_request(
-        self,
-        messages: Sequence[MessageLike],
-        tools: Sequence[ToolLike],
-        options: Mapping[str, Any],
+        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
     ) -> dict[str, Any]:
-        """Call the wire module's `to_request` with this model's store."""
+        return type(self).wire_to_request(messages, tools, options, store=self.media_store)
 
-    @abstractmethod
-    async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
-        """Make the SDK call."""
-
-    @abstractmethod
     def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
-        """The neutral response for the SDK's reply object."""
+        return type(self).wire_from_response(reply, model=self.model, latency_ms=latency_ms)
 
-    async def achat(
-        self,
-        messages: Sequence[MessageLike],
-        tools: Sequence[ToolLike] = (),
-        **options: Any,
-    ) -> ChatResponse:
-        """Send one request (retrying per policy) and return the reply."""
-        request = self.build_request(messages, tools, **options)
-        started = time.monotonic()
+    def _map_error(self, error: Exception) -> ProviderError | None:
+        return map_openai_error(error, self.provider, self.api_key, self.timeout)
 
-        async def attempt() -> ChatResponse:
-            failure: ProviderError | None = None
-            try:
-                reply = await self._send(self._client.get(), request)
-            except Exception as error:
-                failure = map_openai_error(error, self.provider, self.api_key, self.timeout)
-                if failure is None:
-                    raise
-            if failure is not None:
-                raise failure
-            return self._parse(reply, (time.monotonic() - started) * 1000)
-
-        return await call_with_retries(attempt, self.retry, self.retry_budget, self._rng)
-
-    async def aclose(self) -> None:
-        """Close the SDK client of the running loop, if any."""
-        client = self._client.take_current()
-        if client is not None:
-            await client.close()
+    async def _close(self, client: openai.AsyncOpenAI) -> None:
+        await client.close()

@@ -23,7 +23,13 @@ from pydantic import ValidationError
 from streamagents.connectors.media import MediaStore, MediaStoreError
 from streamagents.connectors.models.errors import InvalidContent, UnsupportedContent
 from streamagents.serde.chat import ToolSpec
-from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, decode_base64
+from streamagents.serde.messages import (
+    ChatMessage,
+    MediaPart,
+    MediaRef,
+    TextPart,
+    decode_base64,
+)
 
 __all__ = [
     "ASSISTANT_MEDIA_RULE",
@@ -78,32 +84,35 @@ def inline_bytes(part: MediaPart) -> bytes | None:
     raise InvalidContent(sentence)
 
 
+def _stored_bytes(ref: MediaRef, kind: str, store: MediaStore | None) -> bytes:
+    if store is None:
+        raise InvalidContent(
+            f"ref: a {kind} part refers to the media store, but this model has no "
+            "media_store to resolve it (pass media_store=...)"
+        )
+    try:
+        return store.get(ref)
+    except MediaStoreError as error:
+        reason = str(error)
+    raise InvalidContent(reason)
+
+
+def _resolved_part(part: TextPart | MediaPart, store: MediaStore | None) -> TextPart | MediaPart:
+    if isinstance(part, TextPart):
+        return part
+    if part.ref is not None:
+        return part.model_copy(
+            update={"ref": None, "data": _stored_bytes(part.ref, part.kind, store)}
+        )
+    if part.data is not None and not isinstance(part.data, bytes):
+        return part.model_copy(update={"data": inline_bytes(part)})
+    return part
+
+
 def _resolved(message: ChatMessage, store: MediaStore | None) -> ChatMessage:
     if not message.has_media:
         return message
-    parts: list[Any] = []
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            parts.append(part)
-        elif part.ref is not None:
-            if store is None:
-                raise InvalidContent(
-                    f"ref: a {part.kind} part refers to the media store, but this model has "
-                    "no media_store to resolve it (pass media_store=...)"
-                )
-            try:
-                data = store.get(part.ref)
-            except MediaStoreError as error:
-                reason = str(error)
-            else:
-                parts.append(part.model_copy(update={"ref": None, "data": data}))
-                continue
-            raise InvalidContent(reason)
-        elif part.data is not None and not isinstance(part.data, bytes):
-            parts.append(part.model_copy(update={"data": inline_bytes(part)}))
-        else:
-            parts.append(part)
-    return message.model_copy(update={"parts": parts})
+    return message.model_copy(update={"parts": [_resolved_part(p, store) for p in message.parts]})
 
 
 def prepare_messages(

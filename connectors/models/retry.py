@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from streamagents.connectors.models.errors import EmptyResponseError, ProviderError
 
@@ -75,6 +75,15 @@ class RetryBudget:
         self.ratio = ratio
         self.reserve = reserve
         self._tokens = reserve
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
         self._lock = threading.Lock()
 
     def record_call(self) -> None:

@@ -129,6 +129,9 @@ class LoopbackStubServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes; without TCP_NODELAY the body
+            # waits on the client's delayed ACK (~40 ms per keep-alive request).
+            disable_nagle_algorithm = True
 
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
