@@ -13,6 +13,7 @@ from typing import NamedTuple, TypeVar
 
 from pyflink.common import Configuration, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
+
 from streamagents.operators.agent_operator import (
     DEAD_LETTERS_TAG,
     EVENTS_TAG,

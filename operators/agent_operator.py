@@ -21,8 +21,9 @@ import concurrent.futures
 import json
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from pyflink.common import Types
@@ -34,6 +35,7 @@ from pyflink.datastream.state import (
     StateTtlConfig,
     ValueStateDescriptor,
 )
+
 from streamagents.operators.config import AgentConfig
 from streamagents.operators.engine_loop import EngineLoop, Timed
 from streamagents.operators.engine_metrics import EngineMetrics, UsageTotals
@@ -62,6 +64,8 @@ KEYED_INPUT_TYPE = Types.TUPLE([Types.STRING(), Types.STRING()])
 
 RuntimeFactory = Callable[[AgentConfig], AgentRuntime]
 """Builds the runtime a subtask drives, in `open()`; must be picklable (module level)."""
+
+T = TypeVar("T")
 
 FAR_FUTURE_MS = 1 << 62
 """Event-time timers at or above this fire only when the end of input lifts the watermark."""
@@ -180,7 +184,8 @@ class AgentFunction(KeyedProcessFunction):
         self._queue_tail = runtime_context.get_state(
             ValueStateDescriptor("queue_tail", Types.LONG())
         )
-        self._runtime = self._runtime_factory(self._config)
+        self._steps = ThreadPoolExecutor(1, thread_name_prefix="streamagents-steps")
+        self._runtime = self._off_task(self._runtime_factory, self._config)
         self._loop = EngineLoop(self._config.max_in_flight).start()
         self._calls: dict[str, _Call] = {}
         self._schedule = PollSchedule()
@@ -199,6 +204,17 @@ class AgentFunction(KeyedProcessFunction):
         self._closed = True
         self._calls.clear()
         self._loop.stop(self._runtime.aclose)
+        self._steps.shutdown(wait=False)
+
+    def _off_task(self, function: Callable[..., T], *args: Any) -> T:
+        """Run a runtime step on the steps thread and wait for it.
+
+        In thread mode the task thread runs Python under a thread state of pemja's that is
+        not the one `PyGILState_Ensure` knows, so C extensions that call it while holding
+        the GIL (pyarrow does, under the media store) deadlock there. The steps thread is
+        an ordinary Python thread; the task thread only waits for it.
+        """
+        return self._steps.submit(function, *args).result()
 
     # -- input -----------------------------------------------------------------------------
 
@@ -257,7 +273,7 @@ class AgentFunction(KeyedProcessFunction):
             try:
                 record = parse_input(raw, self._config.key_field)
                 history = self._load_history(now)
-                step = self._runtime.start(record, history, now)
+                step = self._off_task(self._runtime.start, record, history, now)
             except Exception as error:
                 self._metrics.runs_failed.inc()
                 self._metrics.dead_letters.inc()
@@ -371,7 +387,7 @@ class AgentFunction(KeyedProcessFunction):
         elif now >= call.state.started_ms + self._timeout_ms + _TIMEOUT_GRACE_MS:
             call.future.cancel()
             del self._calls[key]
-            step = self._runtime.timeout(call.state, now)
+            step = self._off_task(self._runtime.timeout, call.state, now)
             yield from self._continue(step, _totals(call.state), call.history, key, ctx, now)
         else:
             self._arm(call, ctx, now)
@@ -384,7 +400,7 @@ class AgentFunction(KeyedProcessFunction):
         state = RunState.model_validate_json(stored)
         history = self._load_history(now_ms)
         if now_ms >= state.started_ms + self._timeout_ms:
-            step = self._runtime.timeout(state, now_ms)
+            step = self._off_task(self._runtime.timeout, state, now_ms)
             yield from self._continue(step, _totals(state), history, key, ctx, now_ms)
             return
         self._metrics.calls_reissued.inc()
@@ -397,7 +413,9 @@ class AgentFunction(KeyedProcessFunction):
             self._schedule.observe(call.kind, (timed.finished - call.submitted) * 1000)
             if timed.value.kind == "model":
                 self._metrics.model_latency(timed.value.latency_ms)
-            step = self._runtime.advance(call.state, timed.value, now_ms, call.history)
+            step = self._off_task(
+                self._runtime.advance, call.state, timed.value, now_ms, call.history
+            )
         except Exception as error:
             yield from self._abandon(call, error, key, ctx, now_ms)
             return

@@ -1,0 +1,80 @@
+"""Tools the operator e2e jobs give their agent; Flink's embedded Python imports this module.
+
+They are ordinary tools (not doubles): the image tool returns real media bytes, the slow
+ones report when they ran so a test can see that one turn's calls overlapped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+
+from streamagents.serde.messages import ImagePart, TextPart
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def image_bytes(seed: int, size: int = 100_000) -> bytes:
+    """Deterministic image-like bytes for `seed` (a PNG signature, then hash-chained bytes)."""
+    blocks = [PNG_SIGNATURE]
+    block = f"streamagents-e2e-image-{seed}".encode()
+    while sum(map(len, blocks)) < size:
+        block = hashlib.sha256(block).digest()
+        blocks.append(block)
+    return b"".join(blocks)[:size]
+
+
+def make_image(seed: int) -> list[object]:
+    """Render the picture numbered `seed`.
+
+    Args:
+        seed: Which picture to render.
+    """
+    return [
+        TextPart(text=f"picture {seed}"),
+        ImagePart(mime_type="image/png", data=image_bytes(seed)),
+    ]
+
+
+def lookup_city(name: str) -> dict[str, str]:
+    """Look up a city's country.
+
+    Args:
+        name: The city.
+    """
+    return {"city": name, "country": "France" if name == "Paris" else "unknown"}
+
+
+def weather(city: str) -> str:
+    """Today's weather in a city.
+
+    Args:
+        city: The city.
+    """
+    return f"sunny in {city}"
+
+
+async def slow_a() -> str:
+    """A slow tool that reports when it ran."""
+    started = time.time()
+    await asyncio.sleep(0.6)
+    return f"a {started:.3f} {time.time():.3f}"
+
+
+async def slow_b() -> str:
+    """Another slow tool that reports when it ran."""
+    started = time.time()
+    await asyncio.sleep(0.6)
+    return f"b {started:.3f} {time.time():.3f}"
+
+
+def read_sensor() -> str:
+    """Read the sensor (it is offline and always fails)."""
+    raise RuntimeError("sensor offline")
+
+
+TOOL_PATHS = [
+    f"{__name__}:{name}"
+    for name in ("make_image", "lookup_city", "weather", "slow_a", "slow_b", "read_sensor")
+]

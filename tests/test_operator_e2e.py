@@ -1,0 +1,267 @@
+"""The agent operator end to end: one mini-cluster job, a real Gemini adapter, a loopback stub.
+
+The job runs every scenario of `gemini_script` at once (parallelism 2, checkpoints every
+300 ms); the tests below each check one promised behaviour on what the job emitted, what
+the stub received, and what the checkpoints hold.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import operator_e2e_tools as e2e_tools
+import pytest
+from gemini_script import GeminiScript, function_responses
+from pyflink.common import Configuration, Types
+from pyflink.datastream import StreamExecutionEnvironment
+
+from streamagents.connectors.testing.stub_server import LoopbackStubServer
+from streamagents.operators import (
+    AgentConfig,
+    Budgets,
+    ModelSpec,
+    agent_stream,
+    configure_environment,
+)
+from streamagents.serde.messages import decode_base64
+
+pytestmark = pytest.mark.e2e
+
+TOOL_IMAGE = e2e_tools.image_bytes(7)
+PHOTO = e2e_tools.image_bytes(99, 5000)
+
+GOOD = [
+    {"id": "img-1", "key": "image", "text": "scenario:image show me picture 7"},
+    {"id": "two-1", "key": "two", "text": "scenario:two_step weather in Paris?"},
+    {"id": "par-1", "key": "par", "text": "scenario:parallel run both"},
+    {"id": "err-1", "key": "err", "text": "scenario:tool_error read it"},
+    {"id": "bud-1", "key": "bud", "text": "scenario:budget loop"},
+    {"id": "ord-1", "key": "ordered", "text": "scenario:ordered first"},
+    {"id": "ord-2", "key": "ordered", "text": "scenario:ordered second"},
+    {
+        "id": "photo-1",
+        "key": "photo",
+        "text": "scenario:photo describe",
+        "parts": [
+            {"kind": "image", "mime_type": "image/png", "data": base64.b64encode(PHOTO).decode()}
+        ],
+    },
+    *({"id": f"plain-{i}", "key": f"p{i % 10}", "text": f"scenario:plain n{i}"} for i in range(40)),
+]
+BAD = [
+    "not json",
+    json.dumps({"key": "x"}),
+    json.dumps({"id": "nokey-1", "text": "no key here"}),
+    json.dumps({"key": "b", "parts": [{"kind": "image", "mime_type": "image/png", "data": "!!"}]}),
+    json.dumps(
+        {"key": "b", "parts": [{"kind": "image", "mime_type": "text/plain", "data": "aGk="}]}
+    ),
+]
+
+
+class CheckpointCopier:
+    """Keeps a copy of every checkpoint file while the job runs (Flink deletes them at the end)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.files: dict[str, bytes] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._copy, daemon=True)
+
+    def _copy(self) -> None:
+        while not self._stop.wait(0.05):
+            for path in self.directory.rglob("*"):
+                with contextlib.suppress(OSError):
+                    if path.is_file():
+                        self.files[str(path)] = path.read_bytes()
+
+    def __enter__(self) -> CheckpointCopier:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Run the shared job once; yield what it emitted, the wire log and its folders."""
+    root = tmp_path_factory.mktemp("operator-e2e")
+    script = GeminiScript()
+    with LoopbackStubServer(script) as stub:
+        conf = configure_environment(Configuration())
+        conf.set_string("execution.checkpointing.interval", "300 ms")
+        conf.set_string("execution.checkpointing.dir", (root / "checkpoints").as_uri())
+        conf.set_string(
+            "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION"
+        )
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(2)
+        env.add_python_file(e2e_tools.__file__)
+        config = AgentConfig(
+            job_id="operator-e2e",
+            model=ModelSpec(
+                provider="gemini",
+                model="gemini-3-flash-preview",
+                options={"api_key": "test-key", "base_url": stub.url, "max_retries": 0},
+            ),
+            system_prompt="You are the e2e test agent.",
+            tools=e2e_tools.TOOL_PATHS,
+            max_in_flight=8,
+            budgets=Budgets(max_model_calls=3, run_timeout_s=60),
+            media_store=str(root / "media"),
+            offload_threshold_bytes=1024,
+        )
+        lines = [json.dumps(r) for r in GOOD] + BAD
+        records = env.from_collection(lines, type_info=Types.STRING())
+        streams = agent_stream(records, config)
+        tagged = streams.outputs.map(lambda s: ("output", s), Types.PICKLED_BYTE_ARRAY()).union(
+            streams.events.map(lambda s: ("event", s), Types.PICKLED_BYTE_ARRAY()),
+            streams.dead_letters.map(lambda s: ("dead", s), Types.PICKLED_BYTE_ARRAY()),
+        )
+        with (
+            CheckpointCopier(root / "checkpoints") as checkpoints,
+            tagged.execute_and_collect("operator-e2e") as results,
+        ):
+            emitted = list(results)
+    by_kind: dict[str, list[dict[str, Any]]] = {"output": [], "event": [], "dead": []}
+    for kind, text in emitted:
+        by_kind[kind].append(json.loads(text))
+    return {
+        "outputs": by_kind["output"],
+        "events": by_kind["event"],
+        "dead": by_kind["dead"],
+        "script": script,
+        "root": root,
+        "checkpoints": checkpoints.files,
+    }
+
+
+def output_of(job: Any, input_id: str) -> dict[str, Any]:
+    """The single output of an input."""
+    found = [o for o in job["outputs"] if o["id"] == input_id]
+    assert len(found) == 1, f"{input_id}: {len(found)} outputs"
+    return found[0]
+
+
+def test_every_good_input_has_exactly_one_output(job: Any) -> None:
+    counts = Counter(o["id"] for o in job["outputs"])
+    assert counts == Counter(r["id"] for r in GOOD)
+
+
+def test_tool_image_bytes_reach_the_model_inside_the_function_response(job: Any) -> None:
+    after_tool = job["script"].turns_of("scenario:image")[1]
+    responses = list(function_responses(after_tool.body))
+    assert [r["name"] for r in responses] == ["make_image"]
+    blobs = [p["inline_data"] for p in responses[0]["parts"] if "inline_data" in p]
+    assert [b["mime_type"] for b in blobs] == ["image/png"]
+    assert decode_base64(blobs[0]["data"], "data") == TOOL_IMAGE
+    output = output_of(job, "img-1")
+    assert (output["status"], output["text"]) == ("ok", "saw picture 7")
+    assert (output["model_calls"], output["tool_calls"]) == (2, 1)
+
+
+def test_two_step_tool_loop_feeds_each_result_back_then_answers(job: Any) -> None:
+    turns = job["script"].turns_of("scenario:two_step")
+    assert [t.step for t in turns] == [0, 1, 2]
+    assert [r["name"] for r in function_responses(turns[2].body)] == ["lookup_city", "weather"]
+    assert "sunny in Paris" in json.dumps(list(function_responses(turns[2].body))[1])
+    output = output_of(job, "two-1")
+    assert (output["status"], output["text"]) == ("ok", "Paris is sunny")
+    assert (output["model_calls"], output["tool_calls"]) == (3, 2)
+
+
+def test_parallel_tool_calls_of_one_turn_run_concurrently(job: Any) -> None:
+    after = job["script"].turns_of("scenario:parallel")[1]
+    responses = list(function_responses(after.body))
+    assert [(r["name"], r["id"]) for r in responses] == [("slow_a", "call-0"), ("slow_b", "call-1")]
+    spans = [json.dumps(r["response"]).split('"')[3].split()[1:] for r in responses]
+    (a_start, a_end), (b_start, b_end) = ([float(x) for x in s] for s in spans)
+    assert a_start < b_end and b_start < a_end, "the two tool calls did not overlap"
+    assert output_of(job, "par-1")["tool_calls"] == 2
+
+
+def test_tool_error_goes_back_to_the_model_and_the_run_goes_on(job: Any) -> None:
+    after = job["script"].turns_of("scenario:tool_error")[1]
+    (response,) = function_responses(after.body)
+    assert "sensor offline" in json.dumps(response["response"])
+    output = output_of(job, "err-1")
+    assert (output["status"], output["text"]) == ("ok", "the sensor is offline")
+    tool_events = [
+        e for e in job["events"] if e["event_type"] == "tool_response" and e["key"] == "err"
+    ]
+    assert len(tool_events) == 1
+    assert "sensor offline" in json.dumps(tool_events[0])
+
+
+def test_budget_hit_ends_the_run_with_an_error_naming_the_budget(job: Any) -> None:
+    output = output_of(job, "bud-1")
+    assert output["status"] == "error"
+    assert output["error"]["type"] == "BudgetExceeded"
+    assert "max_model_calls" in output["error"]["message"]
+    assert len(job["script"].turns_of("scenario:budget")) == 3
+
+
+def test_bad_records_go_to_dead_letters_with_reason_and_raw_input(job: Any) -> None:
+    parse_letters = [d for d in job["dead"] if d["stage"] == "parse"]
+    assert sorted(d["input"] for d in parse_letters) == sorted(BAD)
+    by_input = {d["input"]: d for d in parse_letters}
+    assert by_input["not json"]["error_type"] == "InvalidJson"
+    assert "key" in by_input[BAD[2]]["reason"] and by_input[BAD[2]]["id"] == "nokey-1"
+    assert "base64" in by_input[BAD[3]]["reason"]
+    assert "mime_type" in by_input[BAD[4]]["reason"]
+    assert not any(d["stage"] == "run" for d in job["dead"])
+
+
+def test_a_keys_second_input_waits_for_its_first_run(job: Any) -> None:
+    (first,) = job["script"].turns_of("scenario:ordered first")
+    (second,) = job["script"].turns_of("scenario:ordered second")
+    assert second.received >= first.replied
+    history = [t for c in second.body["contents"] for t in c.get("parts", []) if "text" in t]
+    assert {"text": "first done"} in history
+    ids = [o["id"] for o in job["outputs"] if o["key"] == "ordered"]
+    assert ids == ["ord-1", "ord-2"]
+
+
+def test_input_image_is_offloaded_and_resolved_into_the_request(job: Any) -> None:
+    (turn,) = job["script"].turns_of("scenario:photo")
+    blobs = [
+        p["inline_data"] for c in turn.body["contents"] for p in c["parts"] if "inline_data" in p
+    ]
+    assert [decode_base64(b["data"], "data") for b in blobs] == [PHOTO]
+    stored = {p.name for p in (job["root"] / "media").rglob("*") if p.is_file()}
+    assert {hashlib.sha256(PHOTO).hexdigest(), hashlib.sha256(TOOL_IMAGE).hexdigest()} <= stored
+    assert output_of(job, "photo-1")["status"] == "ok"
+
+
+def test_keyed_state_holds_media_refs_not_bytes(job: Any) -> None:
+    blobs = list(job["checkpoints"].values())
+    digest = hashlib.sha256(TOOL_IMAGE).hexdigest().encode()
+    assert any(digest in blob for blob in blobs), "no checkpoint caught the image run's ref"
+    markers = [
+        TOOL_IMAGE[1000:1100],
+        base64.b64encode(TOOL_IMAGE)[:400],
+        base64.urlsafe_b64encode(TOOL_IMAGE)[:400],
+    ]
+    assert not any(marker in blob for marker in markers for blob in blobs)
+
+
+def test_events_chain_each_run_from_input_to_output(job: Any) -> None:
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for event in job["events"]:
+        runs.setdefault(event["run_id"], []).append(event)
+    assert len(runs) == len(GOOD)
+    for events in runs.values():
+        events.sort(key=lambda e: e["sequence"])
+        assert events[0]["event_type"] == "input"
+        assert events[-1]["event_type"] == "output"
+        ids = {e["event_id"] for e in events}
+        assert all(e["upstream_event_id"] in ids for e in events[1:])
