@@ -8,6 +8,7 @@ committed files themselves, since the metrics die with the job.
 
 from __future__ import annotations
 
+import re
 import urllib.error
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -16,7 +17,14 @@ from streamagents.connectors.files import read_jsonl
 from streamagents.jobs.cluster import rest_call
 from streamagents.jobs.spec import JobSpec
 
-__all__ = ["TERMINAL_STATES", "Progress", "job_state", "read_progress", "summary"]
+__all__ = [
+    "TERMINAL_STATES",
+    "Progress",
+    "job_state",
+    "latest_failure",
+    "read_progress",
+    "summary",
+]
 
 TERMINAL_STATES = frozenset({"FINISHED", "FAILED", "CANCELED", "SUSPENDED"})
 
@@ -59,6 +67,31 @@ def job_state(rest_address: str, job_id: str) -> str | None:
         return str(rest_call(rest_address, f"/jobs/{job_id}")["state"])
     except (urllib.error.URLError, OSError, ValueError, KeyError):
         return None
+
+
+_OUR_FRAME = re.compile(
+    r"at \S*/(?:streamagents|operators|connectors|jobs|serde)/[\w/]+\.\w+\(.*\)"
+)
+
+
+def latest_failure(rest_address: str, job_id: str) -> tuple[int, str] | None:
+    """(timestamp, one-line description) of the job's latest task failure, if any: the
+    exception's first line and the first frame in streamagents code."""
+    try:
+        entries = rest_call(rest_address, f"/jobs/{job_id}/exceptions")["exceptionHistory"][
+            "entries"
+        ]
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return None
+    if not entries:
+        return None
+    latest = max(entries, key=lambda entry: int(entry.get("timestamp", 0)))
+    trace = str(latest.get("stacktrace", ""))
+    description = trace.splitlines()[0] if trace else str(latest.get("exceptionName"))
+    frame = _OUR_FRAME.search(trace)
+    if frame:
+        description += f" ({frame.group(0)})"
+    return int(latest.get("timestamp", 0)), description
 
 
 def read_progress(rest_address: str, job_id: str) -> Progress | None:

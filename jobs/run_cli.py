@@ -24,6 +24,7 @@ from streamagents.jobs.progress import (
     TERMINAL_STATES,
     Progress,
     job_state,
+    latest_failure,
     read_progress,
     summary,
 )
@@ -112,15 +113,26 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _watch(
-    rest_address: str, job_id: str, interval_s: float, done: threading.Event, started: float
+    rest_address: str,
+    job_id: str,
+    interval_s: float,
+    done: threading.Event,
+    loaded: LoadedSpec,
 ) -> Progress | None:
-    """Print a progress line whenever it changes, until `done` is set; returns the last one."""
+    """Print a progress line whenever it changes, and each new task failure (Flink restarts
+    the job after one), until `done` is set; returns the last progress read."""
+    started = time.monotonic()
     last: Progress | None = None
+    failure_seen = 0
     while not done.wait(interval_s):
         current = read_progress(rest_address, job_id)
         if current is not None and current != last:
             print(f"[{time.monotonic() - started:7.1f}s] {current.line()}", flush=True)
             last = current
+        failure = latest_failure(rest_address, job_id)
+        if failure is not None and failure[0] > failure_seen:
+            failure_seen = failure[0]
+            print(f"task failed, Flink restarts it: {loaded.redact(failure[1])}", flush=True)
     return last
 
 
@@ -165,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
 
         threading.Thread(target=wait_for_result, name="job-result", daemon=True).start()
         try:
-            last = _watch(f"localhost:{port}", job_id, args.progress_interval, done, started)
+            last = _watch(f"localhost:{port}", job_id, args.progress_interval, done, loaded)
             state = "FAILED" if failure else "FINISHED"
         except KeyboardInterrupt:
             print("interrupted: cancelling the job", file=sys.stderr)
@@ -237,7 +249,7 @@ def _follow(rest_address: str, job_id: str, loaded: LoadedSpec) -> int:
             time.sleep(1.0)
 
     threading.Thread(target=poll_state, name="job-state", daemon=True).start()
-    last = _watch(rest_address, job_id, 2.0, done, started)
+    last = _watch(rest_address, job_id, 2.0, done, loaded)
     state = states[-1] or "UNKNOWN"
     print(summary(loaded.spec, state, time.monotonic() - started, last))
     return 0 if state == "FINISHED" else 1
