@@ -93,16 +93,7 @@ def _source(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
             env, files.path, watch_interval_s=files.watch_interval_s, name=SOURCE_NAME
         )
     assert kafka is not None  # SourceSpec guarantees exactly one
-    return kafka_source(
-        env,
-        connector_jar=kafka.connector_jar,
-        topics=kafka.topics,
-        bootstrap_servers=kafka.bootstrap_servers,
-        group_id=kafka.group_id,
-        starting_offsets=kafka.starting_offsets,
-        properties=kafka.properties,
-        name=SOURCE_NAME,
-    )
+    return kafka_source(env, **kafka.model_dump(), name=SOURCE_NAME)
 
 
 def build_job(env: StreamExecutionEnvironment, loaded: LoadedSpec, model: ModelSpec) -> None:
@@ -118,10 +109,6 @@ def build_job(env: StreamExecutionEnvironment, loaded: LoadedSpec, model: ModelS
         name=DEAD_LETTERS_NAME,
     )
     event_log = spec.event_log
-    if event_log is not None and event_log.level != "off":
-        options: dict[str, float] = {}
-        if event_log.roll_bytes is not None:
-            options["roll_bytes"] = event_log.roll_bytes
-        if event_log.roll_seconds is not None:
-            options["roll_seconds"] = event_log.roll_seconds
-        sink_event_log(streams.events, event_log.path, level=event_log.level, **options)
+    if event_log is not None:  # level "off" writes nothing
+        rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
+        sink_event_log(streams.events, event_log.path, level=event_log.level, **rolling)

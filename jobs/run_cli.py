@@ -28,7 +28,7 @@ from streamagents.jobs.progress import (
     read_progress,
     summary,
 )
-from streamagents.jobs.spec import LoadedSpec, SpecError, check_tools, load_spec
+from streamagents.jobs.spec import LoadedSpec, SpecError, check_runnable, load_spec
 
 __all__ = ["register"]
 
@@ -79,7 +79,7 @@ def register(subparsers: Any) -> None:
 def _load(path: str) -> LoadedSpec | None:
     try:
         loaded = load_spec(path)
-        check_tools(loaded)
+        check_runnable(loaded)
     except SpecError as exc:
         print(f"invalid job spec:\n{exc}", file=sys.stderr)
         return None
@@ -153,6 +153,10 @@ def _run(args: argparse.Namespace) -> int:
     with demo_server(loaded.model) as demo_url:
         port = free_port()
         config = flink_configuration(spec, rest_port=port, restore_from=args.from_savepoint)
+        # A local run gives up after a few failures in a row instead of restarting forever.
+        config.set_string("restart-strategy.type", "fixed-delay")
+        config.set_string("restart-strategy.fixed-delay.attempts", "3")
+        config.set_string("restart-strategy.fixed-delay.delay", "2 s")
         env = StreamExecutionEnvironment.get_execution_environment(config)
         build_job(env, loaded, model_spec(loaded.model, demo_url))
         client = env.execute_async(spec.name)
@@ -186,10 +190,15 @@ def _run(args: argparse.Namespace) -> int:
     print(summary(spec, state, time.monotonic() - started, last))
     if demo:
         print("  model         DEMO - answers came from a scripted test double, not an LLM")
+    if state == "CANCELED":
+        return 130
     if failure:
-        print(f"job failed: {loaded.redact(str(failure[0]))[:2000]}", file=sys.stderr)
+        lines = str(failure[0]).splitlines() or [type(failure[0]).__name__]
+        causes = [line for line in lines if line.startswith("Caused by:")]
+        root = causes[-1] if causes else lines[0]
+        print(f"job failed: {loaded.redact(root)}", file=sys.stderr)
         return 1
-    return 130 if state == "CANCELED" else 0
+    return 0
 
 
 def _submit(args: argparse.Namespace) -> int:

@@ -48,7 +48,7 @@ __all__ = [
     "SourceSpec",
     "SpecError",
     "SpecProblem",
-    "check_tools",
+    "check_runnable",
     "load_spec",
 ]
 
@@ -297,7 +297,7 @@ def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> Loa
     return LoadedSpec(spec=spec, path=file.resolve(), model=model, source=loaded)
 
 
-def check_tools(loaded: LoadedSpec) -> None:
+def check_runnable(loaded: LoadedSpec) -> None:
     """Import every tool the spec names and check the chosen model's provider is installed;
     raises `SpecError` naming each problem."""
     spec_dir = str(loaded.base_dir)
@@ -338,12 +338,9 @@ def _choose_model(spec: JobSpec, loaded: LoadedYaml, file: str) -> ModelEntry:
         prefix = ("agent", "model") if single else ("agent", "model", index)
         if not any(path[: len(prefix)] == prefix for path in loaded.missing):
             return entry
+    lead = "" if single else "no model candidate is usable: "
     raise SpecError(
-        file,
-        [
-            _missing_env(path, names, loaded, "no model candidate is usable: ")
-            for path, names in loaded.missing.items()
-        ],
+        file, [_missing_env(path, names, loaded, lead) for path, names in loaded.missing.items()]
     )
 
 

@@ -189,3 +189,26 @@ def test_savepoint_then_resume_answers_new_tickets_and_repeats_none(tmp_path: Pa
     ids = Counter(r["id"] for r in read_jsonl(answers))
     assert sorted(ids) == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005", "T-2001", "T-2002"]
     assert set(ids.values()) == {1}
+
+
+@pytest.mark.e2e
+def test_a_failing_job_reports_each_task_failure_and_exits_1(tmp_path: Path) -> None:
+    spec = copy_example(tmp_path / "job")
+    spec.write_text(
+        spec.read_text().replace(
+            "  path: out/support_tickets/events", "  path: /proc/no-such-dir/events"
+        )
+    )
+    result = subprocess.run(
+        [*CLI, "run", str(spec), "--progress-interval", "0.5"],
+        env=demo_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "task failed, Flink restarts it:" in result.stdout
+    assert "connectors/eventlog" in result.stdout
+    assert "support-tickets: FAILED" in result.stdout
+    assert result.stderr.strip().splitlines()[-1].startswith("job failed: Caused by:")

@@ -10,7 +10,7 @@ import pytest
 from streamagents.connectors.models import PROVIDERS
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.model_choice import DEMO_API_KEY, model_spec
-from streamagents.jobs.spec import SpecError, check_tools, load_spec
+from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "jobs" / "examples" / "support_tickets.yaml"
 
@@ -151,7 +151,7 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
 
 
 def test_tools_are_imported_and_a_bad_one_is_reported_with_its_line(tmp_path: Path) -> None:
-    check_tools(load_spec(EXAMPLE, {}))
+    check_runnable(load_spec(EXAMPLE, {}))
     text = MINIMAL.replace(
         "sinks:",
         "  tools:\n"
@@ -161,7 +161,7 @@ def test_tools_are_imported_and_a_bad_one_is_reported_with_its_line(tmp_path: Pa
         "sinks:",
     )
     with pytest.raises(SpecError) as caught:
-        check_tools(load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
+        check_runnable(load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
     message = str(caught.value)
     assert ":9: agent.tools[1]:" in message and "lookup_ordr" in message
     assert ":10: agent.tools[2]:" in message and "no_such_module_here" in message
@@ -170,7 +170,7 @@ def test_tools_are_imported_and_a_bad_one_is_reported_with_its_line(tmp_path: Pa
 def test_tools_next_to_the_spec_are_importable(tmp_path: Path) -> None:
     (tmp_path / "my_spec_tools.py").write_text("def ping(x: str) -> str:\n    return x\n")
     text = MINIMAL.replace("sinks:", "  tools: ['my_spec_tools:ping']\nsinks:")
-    check_tools(load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
+    check_runnable(load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
 
 
 def test_committed_sample_data_matches_its_generator() -> None:
@@ -183,5 +183,5 @@ def test_a_provider_this_installation_lacks_is_reported(
 ) -> None:
     monkeypatch.delitem(PROVIDERS, "gemini")
     with pytest.raises(SpecError) as caught:
-        check_tools(load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"}))
+        check_runnable(load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"}))
     assert ":6: agent.model.provider: provider 'gemini' is not available" in str(caught.value)
