@@ -28,7 +28,6 @@ from pyflink.datastream.connectors.file_system import (
 )
 
 __all__ = [
-    "count_lines",
     "jsonl_sink",
     "jsonl_source",
     "kafka_source",
@@ -108,32 +107,19 @@ def jsonl_sink(stream: DataStream, directory: str, *, prefix: str, name: str) ->
     stream.sink_to(sink).name(name).uid(name)
 
 
-def _part_files(directory: str | Path, include_in_progress: bool) -> Iterator[Path]:
+def _committed_part_files(directory: str | Path) -> Iterator[Path]:
     root = Path(directory)
     if not root.is_dir():
         return
     for path in sorted(root.iterdir()):
-        hidden = path.name.startswith(".")
-        if path.is_file() and (include_in_progress or not hidden) and PART_SUFFIX in path.name:
+        if path.is_file() and not path.name.startswith(".") and PART_SUFFIX in path.name:
             yield path
 
 
 def read_jsonl(directory: str | Path) -> list[dict[str, Any]]:
     """Every record committed to a JSONL sink directory (in-progress files are not read)."""
     records = []
-    for path in _part_files(directory, include_in_progress=False):
+    for path in _committed_part_files(directory):
         with path.open(encoding="utf-8") as lines:
             records.extend(json.loads(line) for line in lines if line.strip())
     return records
-
-
-def count_lines(directory: str | Path, *, include_in_progress: bool = True) -> int:
-    """Lines written to a JSONL sink directory so far, by default counting uncommitted ones."""
-    total = 0
-    for path in _part_files(directory, include_in_progress):
-        try:
-            with path.open("rb") as data:
-                total += sum(chunk.count(b"\n") for chunk in iter(lambda: data.read(1 << 16), b""))
-        except FileNotFoundError:  # an in-progress file renamed while we looked
-            continue
-    return total

@@ -27,10 +27,11 @@ def demo_banner(entry: ModelEntry) -> str:
     rule = "=" * 78
     return (
         f"{rule}\n"
-        f"DEMO MODE: no usable API key (GEMINI_API_KEY / OPENAI_API_KEY) is set, so the agent\n"
-        f"talks to a SCRIPTED TEST DOUBLE ({entry.responder}) on 127.0.0.1 that speaks\n"
-        f"the Gemini wire protocol. Answers are canned, not written by an LLM; every answer\n"
-        f"says so. Set GEMINI_API_KEY or OPENAI_API_KEY to use a real model.\n"
+        "DEMO MODE: no usable API key (GEMINI_API_KEY / OPENAI_API_KEY) is set, so the agent\n"
+        "talks to a SCRIPTED TEST DOUBLE on 127.0.0.1 that speaks the Gemini wire protocol:\n"
+        f"  {entry.responder}\n"
+        "Answers are canned, not written by an LLM; every answer says so.\n"
+        "Set GEMINI_API_KEY or OPENAI_API_KEY to use a real model.\n"
         f"{rule}"
     )
 

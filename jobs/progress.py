@@ -15,6 +15,7 @@ from pathlib import Path
 
 from streamagents.connectors.files import read_jsonl
 from streamagents.jobs.cluster import rest_call
+from streamagents.jobs.graph import DEAD_LETTERS_NAME, SOURCE_NAME
 from streamagents.jobs.spec import JobSpec
 
 __all__ = [
@@ -30,11 +31,11 @@ TERMINAL_STATES = frozenset({"FINISHED", "FAILED", "CANCELED", "SUSPENDED"})
 
 # Metric id suffixes (after "<subtask>.<operator>") summed over all subtasks.
 _SUFFIXES = {
-    "records_in": "Source__source.numRecordsOut",
+    "records_in": f"Source__{SOURCE_NAME}.numRecordsOut",
     "runs_finished": ".runs_finished",
     "runs_failed": ".runs_failed",
     "in_flight": ".in_flight",
-    "dead_letters": "dead-letters__Writer.numRecordsIn",
+    "dead_letters": f"{DEAD_LETTERS_NAME}__Writer.numRecordsIn",
 }
 
 
