@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -122,3 +122,66 @@ def test_cluster_processes_are_gone_after_a_failing_block(tmp_path: Path) -> Non
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def popen_cli(log: Path, *args: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    with log.open("w") as handle:
+        return subprocess.Popen([CLI, *args], env=env, stdout=handle, stderr=subprocess.STDOUT)
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.5)
+
+
+@pytest.mark.e2e
+def test_cluster_job_stops_with_a_savepoint_and_resumes_from_it(
+    cluster: tuple[str, StandaloneCluster], tmp_path: Path
+) -> None:
+    address, _ = cluster
+    shutil.copytree(EXAMPLES, tmp_path / "job", ignore=shutil.ignore_patterns("out"))
+    spec = tmp_path / "job" / "support_tickets.yaml"
+    spec.write_text(
+        spec.read_text().replace(
+            "    path: data/tickets", "    path: data/tickets\n    watch_interval_s: 0.5", 1
+        )
+    )
+    answers = tmp_path / "job" / "out" / "support_tickets" / "answers"
+
+    def job_id(log: Path) -> str:
+        wait_until(lambda: re.search(r"^[0-9a-f]{32}$", log.read_text(), re.MULTILINE) is not None)
+        found = re.search(r"^([0-9a-f]{32})$", log.read_text(), re.MULTILINE)
+        assert found
+        return found.group(1)
+
+    first = popen_cli(tmp_path / "first.log", "submit", str(spec), "--jobmanager", address)
+    try:
+        running = job_id(tmp_path / "first.log")
+        wait_until(lambda: len(read_jsonl(answers)) == 5)
+        stop = cli("savepoint", running, "--jobmanager", address, "--target-dir", str(tmp_path))
+        assert stop.returncode == 0, stop.stderr
+        assert first.wait(timeout=120) == 0
+    finally:
+        first.kill()
+    (tmp_path / "job" / "data" / "tickets" / "more.jsonl").write_text(
+        '{"id": "T-3001", "customer": {"id": "C-17"}, "text": "Any news on O-5521?"}\n'
+    )
+    second = popen_cli(
+        tmp_path / "second.log",
+        *("submit", str(spec), "--jobmanager", address),
+        *("--from-savepoint", stop.stdout.strip()),
+    )
+    try:
+        resumed = job_id(tmp_path / "second.log")
+        wait_until(lambda: len(read_jsonl(answers)) >= 6)
+        again = cli("savepoint", resumed, "--jobmanager", address, "--target-dir", str(tmp_path))
+        assert again.returncode == 0, again.stderr
+        second.wait(timeout=120)
+    finally:
+        second.kill()
+    ids = sorted(r["id"] for r in read_jsonl(answers))
+    assert ids == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005", "T-3001"]
