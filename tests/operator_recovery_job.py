@@ -1,0 +1,105 @@
+"""A checkpointed agent job the recovery tests run in a subprocess, kill, stop and resume.
+
+Inputs come from a JSONL file read by a FileSource that keeps watching its folder (its
+read position is checkpointed, and an unbounded source keeps the job in its streaming
+steady state, as in production); outputs go to a FileSink whose part files are committed
+only when a checkpoint completes, so an output emitted after the last checkpoint of a
+killed run is never visible. Modes:
+
+- `run`: run until killed (optionally restored from `--restore`);
+- `savepoint`: run until `--stop-after` outputs are committed, stop with a savepoint
+  through the Java client (PyFlink 2.3's own `stop_with_savepoint` is broken), print its
+  path and exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from pyflink.common import Configuration, Duration, Encoder, WatermarkStrategy
+from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream.connectors.file_system import (
+    FileSink,
+    FileSource,
+    RollingPolicy,
+    StreamFormat,
+)
+from pyflink.java_gateway import get_gateway
+
+from streamagents.operators import AgentConfig, ModelSpec, agent_stream, configure_environment
+
+
+def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
+    """The job graph: file source, agent, file sink for outputs."""
+    conf = configure_environment(Configuration())
+    conf.set_string("execution.checkpointing.interval", "500 ms")
+    conf.set_string("execution.checkpointing.dir", Path(args.checkpoints).as_uri())
+    conf.set_string(
+        "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION"
+    )
+    conf.set_string("restart-strategy.type", "none")
+    if args.restore:
+        conf.set_string("execution.state-recovery.path", args.restore)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(1)
+    config = AgentConfig(
+        job_id="operator-recovery",
+        model=ModelSpec(
+            provider="gemini",
+            model="gemini-3-flash-preview",
+            options={"api_key": "test-key", "base_url": args.stub, "max_retries": 0},
+        ),
+        max_in_flight=8,
+        media_store=args.media,
+    )
+    source = (
+        FileSource.for_record_stream_format(StreamFormat.text_line_format(), args.inputs)
+        .monitor_continuously(Duration.of_millis(200))
+        .build()
+    )
+    lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "inputs").uid("inputs")
+    streams = agent_stream(lines, config)
+    sink = (
+        FileSink.for_row_format(args.outputs, Encoder.simple_string_encoder())
+        .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
+        .build()
+    )
+    streams.outputs.sink_to(sink).uid("outputs")
+    return env
+
+
+def committed_lines(outputs: Path) -> int:
+    """Output lines in committed part files (pending and in-progress ones start with '.')."""
+    files = [p for p in outputs.rglob("part-*") if not p.name.startswith(".")]
+    return sum(len(p.read_text().splitlines()) for p in files)
+
+
+def main() -> None:
+    """Parse the arguments and run the job in the chosen mode."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["run", "savepoint"])
+    parser.add_argument("--stub", required=True)
+    parser.add_argument("--inputs", required=True)
+    parser.add_argument("--outputs", required=True)
+    parser.add_argument("--checkpoints", required=True)
+    parser.add_argument("--media", required=True)
+    parser.add_argument("--restore")
+    parser.add_argument("--savepoints")
+    parser.add_argument("--stop-after", type=int, default=1)
+    args = parser.parse_args()
+    env = build(args)
+    if args.mode == "run":
+        env.execute("operator-recovery")
+        return
+    client = env.execute_async("operator-recovery")
+    while committed_lines(Path(args.outputs)) < args.stop_after:
+        time.sleep(0.05)
+    formats = get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType
+    path = client._j_job_client.stopWithSavepoint(False, args.savepoints, formats.CANONICAL).get()
+    print(f"SAVEPOINT {path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The engine's loop thread and poll schedule, without Flink."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from streamagents.operators.engine_loop import EngineLoop
+from streamagents.operators.poll_schedule import PollSchedule
+
+
+@pytest.fixture()
+def loop() -> EngineLoop:
+    """A started loop with two slots, stopped after the test."""
+    started = EngineLoop(max_in_flight=2).start()
+    yield started
+    started.stop()
+
+
+def test_submitted_coroutine_result_arrives_with_its_timing(loop: EngineLoop) -> None:
+    async def work() -> str:
+        await asyncio.sleep(0.05)
+        return "done"
+
+    timed = loop.submit(work()).result(timeout=5)
+    assert timed.value == "done"
+    assert timed.seconds >= 0.04
+
+
+def test_no_more_than_max_in_flight_coroutines_run_at_once(loop: EngineLoop) -> None:
+    running, peak = 0, 0
+    lock = threading.Lock()
+
+    async def work() -> None:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        with lock:
+            running -= 1
+
+    futures = [loop.submit(work()) for _ in range(8)]
+    for future in futures:
+        future.result(timeout=5)
+    assert peak == 2
+    assert loop.in_flight == 0
+
+
+def test_wait_for_slot_blocks_until_a_coroutine_finishes(loop: EngineLoop) -> None:
+    release = threading.Event()
+
+    async def held() -> None:
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+
+    first, _second = loop.submit(held()), loop.submit(held())
+    assert loop.wait_for_slot(timeout_s=0.1) is False
+    threading.Timer(0.1, release.set).start()
+    started = time.monotonic()
+    assert loop.wait_for_slot(timeout_s=5) is True
+    assert time.monotonic() - started >= 0.05
+    first.result(timeout=5)
+
+
+def test_stop_cancels_running_coroutines_and_runs_the_closer() -> None:
+    loop = EngineLoop(max_in_flight=1).start()
+    closed = []
+
+    async def forever() -> None:
+        await asyncio.sleep(3600)
+
+    async def closer() -> None:
+        closed.append(True)
+
+    future = loop.submit(forever())
+    loop.stop(closer)
+    assert future.cancelled()
+    assert closed == [True]
+
+
+def test_first_poll_waits_for_the_estimated_completion() -> None:
+    schedule = PollSchedule()
+    for _ in range(30):
+        schedule.observe("model", 200.0)
+    assert 195 <= schedule.next_delay_ms("model", elapsed_ms=0) <= 205
+    assert schedule.next_delay_ms("model", elapsed_ms=150) <= 55
+
+
+def test_a_late_call_is_polled_again_after_a_fraction_of_the_estimate() -> None:
+    schedule = PollSchedule()
+    schedule.observe("tools", 1000.0)
+    assert schedule.next_delay_ms("tools", elapsed_ms=1500) == 100
+    assert schedule.next_delay_ms("unknown", elapsed_ms=0) == 21

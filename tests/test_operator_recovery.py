@@ -1,0 +1,161 @@
+"""Recovery of the agent operator: kill a job mid-run or stop it with a savepoint, resume it.
+
+The job (`operator_recovery_job.py`) runs in a subprocess against the loopback Gemini stub,
+whose replies take 1 s, so runs are pending whenever a checkpoint is taken. After the
+resume every input has exactly one committed output: the runs pending at the checkpoint
+were performed again (their model calls are at-least-once) and the FileSink committed
+each output once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gemini_script import GeminiScript
+
+from streamagents.connectors.testing.stub_server import LoopbackStubServer
+
+pytestmark = pytest.mark.e2e
+
+JOB = Path(__file__).with_name("operator_recovery_job.py")
+INPUTS = [{"id": f"r{i}", "key": f"k{i % 10}", "text": f"scenario:slow n{i}"} for i in range(60)]
+
+
+def job_command(mode: str, folder: Path, stub: LoopbackStubServer, *extra: str) -> list[str]:
+    """The command line running the recovery job in `mode` over `folder`."""
+    return [
+        sys.executable,
+        str(JOB),
+        mode,
+        "--stub",
+        stub.url,
+        "--inputs",
+        str(folder / "inputs.jsonl"),
+        "--outputs",
+        str(folder / "outputs"),
+        "--checkpoints",
+        str(folder / "checkpoints"),
+        "--media",
+        str(folder / "media"),
+        *extra,
+    ]
+
+
+def committed_outputs(folder: Path) -> list[dict[str, Any]]:
+    """Output records in committed part files (in-progress and pending files start with '.')."""
+    records = []
+    for path in sorted((folder / "outputs").rglob("part-*")):
+        if not path.name.startswith("."):
+            records += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return records
+
+
+def latest_checkpoint(folder: Path) -> Path | None:
+    """The newest completed checkpoint (one with its _metadata written)."""
+    done = [p.parent for p in (folder / "checkpoints").glob("*/chk-*/_metadata")]
+    return max(done, key=lambda p: int(p.name.split("-")[1])) if done else None
+
+
+@pytest.fixture()
+def workdir(tmp_path: Path) -> Path:
+    """A folder holding the job's inputs file."""
+    (tmp_path / "inputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in INPUTS))
+    return tmp_path
+
+
+def run_until(command: list[str], done: Callable[[], bool], timeout_s: float = 180) -> None:
+    """Run a job subprocess until `done()` holds, then kill it (its JVM included)."""
+    job = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            assert job.poll() is None, "the job ended before it was stopped"
+            assert time.monotonic() < deadline, "the job did not get there in time"
+            time.sleep(0.1)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+
+
+def all_outputs_committed(folder: Path) -> Callable[[], bool]:
+    """Whether every input has a committed output (then two more checkpoints passed)."""
+    state: dict[str, Any] = {}
+
+    def check() -> bool:
+        if "at" not in state:
+            if len(committed_outputs(folder)) >= len(INPUTS):
+                state["at"] = checkpoint_number(folder)
+            return False
+        return checkpoint_number(folder) >= state["at"] + 2
+
+    return check
+
+
+def checkpoint_number(folder: Path) -> int:
+    """The number of the newest completed checkpoint, 0 when none."""
+    latest = latest_checkpoint(folder)
+    return int(latest.name.split("-")[1]) if latest is not None else 0
+
+
+def test_killed_job_resumes_from_its_last_checkpoint_with_each_output_once(
+    workdir: Path,
+) -> None:
+    script = GeminiScript()
+    with LoopbackStubServer(script) as stub:
+        run_until(
+            job_command("run", workdir, stub),
+            lambda: checkpoint_number(workdir) >= 2 and len(script.turns) >= 12,
+        )
+        checkpoint = latest_checkpoint(workdir)
+        assert checkpoint is not None
+        before = len(committed_outputs(workdir))
+        assert before < len(INPUTS), "the job finished before it was killed"
+        run_until(
+            job_command("run", workdir, stub, "--restore", str(checkpoint)),
+            all_outputs_committed(workdir),
+        )
+    outputs = committed_outputs(workdir)
+    assert Counter(o["id"] for o in outputs) == Counter(r["id"] for r in INPUTS)
+    assert all(o["status"] == "ok" for o in outputs)
+    assert len(script.turns) > len(INPUTS), "no pending call was performed again"
+
+
+def test_job_stopped_with_a_savepoint_resumes_with_each_output_once(workdir: Path) -> None:
+    script = GeminiScript()
+    with LoopbackStubServer(script) as stub:
+        stopped = subprocess.run(
+            job_command(
+                "savepoint",
+                workdir,
+                stub,
+                "--savepoints",
+                (workdir / "savepoints").as_uri(),
+                "--stop-after",
+                "10",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert stopped.returncode == 0, stopped.stderr[-3000:]
+        savepoint = stopped.stdout.split("SAVEPOINT ", 1)[1].strip()
+        before = len(committed_outputs(workdir))
+        assert 0 < before < len(INPUTS)
+        run_until(
+            job_command("run", workdir, stub, "--restore", savepoint),
+            all_outputs_committed(workdir),
+        )
+    outputs = committed_outputs(workdir)
+    assert Counter(o["id"] for o in outputs) == Counter(r["id"] for r in INPUTS)
