@@ -36,10 +36,9 @@ def demo_env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def example_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    spec = copy_example(tmp_path_factory.mktemp("example") / "job")
-    result = subprocess.run(
+def run_to_end(spec: Path) -> subprocess.CompletedProcess[str]:
+    """`streamagents run SPEC` with the demo model, waited for."""
+    return subprocess.run(
         [*CLI, "run", str(spec), "--progress-interval", "0.5"],
         env=demo_env(),
         capture_output=True,
@@ -47,8 +46,12 @@ def example_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         timeout=300,
         check=False,
     )
-    out = spec.parent / "out" / "support_tickets"
-    return {"result": result, "out": out}
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    spec = copy_example(tmp_path_factory.mktemp("example") / "job")
+    return {"result": run_to_end(spec), "out": spec.parent / "out" / "support_tickets"}
 
 
 @pytest.mark.e2e
@@ -199,14 +202,7 @@ def test_a_failing_job_reports_each_task_failure_and_exits_1(tmp_path: Path) -> 
             "  path: out/support_tickets/events", "  path: /proc/no-such-dir/events"
         )
     )
-    result = subprocess.run(
-        [*CLI, "run", str(spec), "--progress-interval", "0.5"],
-        env=demo_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_to_end(spec)
     assert result.returncode == 1
     assert "task failed, Flink restarts it:" in result.stdout
     assert "connectors/eventlog" in result.stdout
