@@ -9,7 +9,11 @@ from collections.abc import Sequence
 __all__ = ["build_parser", "main"]
 
 # Each module has `register(subparsers)`, which adds its sub-commands and sets `handler`.
-_COMMAND_MODULES: tuple[str, ...] = ("streamagents.jobs.eventlog_cli",)
+_COMMAND_MODULES: tuple[str, ...] = (
+    "streamagents.jobs.run_cli",
+    "streamagents.jobs.cluster_cli",
+    "streamagents.jobs.eventlog_cli",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

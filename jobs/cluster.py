@@ -1,0 +1,248 @@
+"""A Flink session cluster on 127.0.0.1, started from the scripts that ship in the PyFlink wheel.
+
+`StandaloneCluster` writes a private configuration directory (free ports, loopback
+addresses, its own log and pid directories), starts one JobManager and N TaskManagers
+with `pyflink/bin/jobmanager.sh` and `taskmanager.sh`, and waits until the REST API
+reports every TaskManager. `stop()` stops exactly the processes it started — it reads
+their ids from its own pid directory, so other clusters on the machine are not touched —
+and kills any that outlive the polite stop. Use it as a context manager and the cluster
+is gone when the block ends, whether or not the block failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "ClusterError",
+    "StandaloneCluster",
+    "flink_home",
+    "free_port",
+    "rest_call",
+    "script_environment",
+]
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started or reached; the message says which log to read."""
+
+
+def flink_home() -> Path:
+    """The Flink distribution inside the installed PyFlink wheel (bin/, conf/, lib/)."""
+    import pyflink
+
+    return Path(pyflink.__file__).resolve().parent
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def rest_call(address: str, path: str, body: Any = None, timeout_s: float = 5.0) -> Any:
+    """Call a Flink REST API path (e.g. `/overview`) on `host:port`: GET, or POST with a JSON
+    body; returns the parsed JSON reply."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"http://{address}{path}", data=data, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout_s) as reply:
+        return json.loads(reply.read())
+
+
+def script_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for Flink's scripts: this interpreter's bin first on PATH (PyFlink workers
+    find pemja and this package through it)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra or {})
+    return env
+
+
+def _set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `a.b.c` in a nested mapping, as Flink's config.yaml nests its keys."""
+    *parents, leaf = dotted.split(".")
+    node = config
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[leaf] = value
+
+
+class StandaloneCluster:
+    """One JobManager and `taskmanagers` TaskManagers on loopback, in a private directory."""
+
+    def __init__(
+        self,
+        workdir: str | Path,
+        *,
+        taskmanagers: int = 2,
+        slots_per_taskmanager: int = 1,
+        conf: dict[str, Any] | None = None,
+    ) -> None:
+        self.workdir = Path(workdir).resolve()
+        self.taskmanagers = taskmanagers
+        self.slots_per_taskmanager = slots_per_taskmanager
+        self.rest_port = free_port()
+        self.rpc_port = free_port()
+        self._extra_conf = conf or {}
+        self.conf_dir = self.workdir / "conf"
+        self.log_dir = self.workdir / "log"
+        self.pid_dir = self.workdir / "pid"
+        self.lib_dir = self.workdir / "lib"
+
+    @property
+    def rest_address(self) -> str:
+        """`localhost:PORT` of the REST API, as `streamagents submit --jobmanager` takes it."""
+        return f"localhost:{self.rest_port}"
+
+    def environment(self) -> dict[str, str]:
+        """Environment that points Flink's scripts and CLI at this cluster's private dirs."""
+        return script_environment(
+            {
+                "FLINK_CONF_DIR": str(self.conf_dir),
+                "FLINK_LOG_DIR": str(self.log_dir),
+                "FLINK_PID_DIR": str(self.pid_dir),
+                "FLINK_LIB_DIR": str(self.lib_dir),
+            }
+        )
+
+    def write_configuration(self) -> None:
+        """Copy the wheel's conf/ and set loopback addresses, free ports and slots; link its
+        lib/ jars plus opt/flink-python into a private lib/."""
+        for directory in (self.conf_dir, self.log_dir, self.pid_dir, self.lib_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        # flink-python (with pemja) on the daemons' own classpath, loaded parent-first: else
+        # each job loads it in its own class loader, and on Java 17 pemja fails from the
+        # second job on a TaskManager ("NoSuchFieldException: loadedLibraryNames").
+        jars = [
+            *(flink_home() / "lib").glob("*.jar"),
+            *(flink_home() / "opt").glob("flink-python*.jar"),
+        ]
+        for jar in jars:
+            link = self.lib_dir / jar.name
+            if not link.exists():
+                link.symlink_to(jar)
+        source = flink_home() / "conf"
+        for item in source.iterdir():
+            if item.is_file() and item.name != "config.yaml":
+                (self.conf_dir / item.name).write_bytes(item.read_bytes())
+        config = yaml.safe_load((source / "config.yaml").read_text()) or {}
+        settings: dict[str, Any] = {
+            "jobmanager.rpc.address": "localhost",
+            "jobmanager.rpc.port": self.rpc_port,
+            "jobmanager.bind-host": "localhost",
+            "jobmanager.memory.process.size": "1024m",
+            "taskmanager.host": "localhost",
+            "taskmanager.bind-host": "localhost",
+            "taskmanager.numberOfTaskSlots": self.slots_per_taskmanager,
+            "taskmanager.memory.process.size": "1536m",
+            "rest.address": "localhost",
+            "rest.bind-address": "localhost",
+            "rest.port": self.rest_port,
+            "classloader.parent-first-patterns.additional": ["pemja."],
+            **self._extra_conf,
+        }
+        for key, value in settings.items():
+            _set_dotted(config, key, value)
+        (self.conf_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def start(self, timeout_s: float = 120.0) -> StandaloneCluster:
+        """Start the daemons and wait until every TaskManager has registered."""
+        self.write_configuration()
+        try:
+            self._script("jobmanager.sh", "start")
+            for _ in range(self.taskmanagers):
+                self._script("taskmanager.sh", "start")
+            self._wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _script(self, name: str, *args: str) -> None:
+        subprocess.run(
+            ["bash", str(flink_home() / "bin" / name), *args],
+            env=self.environment(),
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+        )
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        seen = 0
+        while time.monotonic() < deadline:
+            try:
+                seen = int(rest_call(self.rest_address, "/overview").get("taskmanagers", 0))
+            except (urllib.error.URLError, OSError, ValueError):
+                seen = 0
+            if seen >= self.taskmanagers:
+                return
+            if not self.pids():
+                break
+            time.sleep(0.5)
+        raise ClusterError(
+            f"Flink cluster not ready after {timeout_s:.0f}s ({seen} of {self.taskmanagers} "
+            f"TaskManagers registered); logs in {self.log_dir}"
+        )
+
+    def pids(self) -> list[int]:
+        """Ids of this cluster's daemon processes that are still alive."""
+        alive = []
+        for pid_file in self.pid_dir.glob("*.pid"):
+            for line in pid_file.read_text().split():
+                if line.isdigit() and _alive(int(line)):
+                    alive.append(int(line))
+        return alive
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """Stop this cluster's processes: politely first, then SIGKILL; never raises."""
+        for name in ("taskmanager.sh", "jobmanager.sh"):
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
+                self._script(name, "stop-all")
+        deadline = time.monotonic() + grace_s
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def __enter__(self) -> StandaloneCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is dead for our purposes.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return True
+    return state != "Z"

@@ -1,0 +1,1 @@
+"""Example jobs: the support-tickets spec, its tools and its generated sample data."""

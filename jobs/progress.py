@@ -1,0 +1,137 @@
+"""Progress of a running job, read from Flink's REST API metrics, and the end-of-run summary.
+
+Records in are the source's `numRecordsOut`; finished and failed runs and runs in flight
+are the agent operator's `runs_finished`, `runs_failed` and `in_flight` metrics; dead
+letters are what the dead-letter sink's writer received. The summary at the end counts the
+committed files themselves, since the metrics die with the job.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from streamagents.connectors.files import read_jsonl
+from streamagents.jobs.cluster import rest_call
+from streamagents.jobs.graph import DEAD_LETTERS_NAME, SOURCE_NAME
+from streamagents.jobs.spec import JobSpec
+
+__all__ = [
+    "TERMINAL_STATES",
+    "Progress",
+    "job_state",
+    "latest_failure",
+    "read_progress",
+    "summary",
+]
+
+TERMINAL_STATES = frozenset({"FINISHED", "FAILED", "CANCELED", "SUSPENDED"})
+
+# Metric id suffixes (after "<subtask>.<operator>") summed over all subtasks.
+_SUFFIXES = {
+    "records_in": f"Source__{SOURCE_NAME}.numRecordsOut",
+    "runs_finished": ".runs_finished",
+    "runs_failed": ".runs_failed",
+    "in_flight": ".in_flight",
+    "dead_letters": f"{DEAD_LETTERS_NAME}__Writer.numRecordsIn",
+}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Counters of a running job; None where the metric is not (yet) reported."""
+
+    records_in: int | None = None
+    runs_finished: int | None = None
+    runs_failed: int | None = None
+    in_flight: int | None = None
+    dead_letters: int | None = None
+
+    def line(self) -> str:
+        """One status line, e.g. `in 7 | finished 5 (1 failed) | in flight 0 | dead letters 2`."""
+
+        def show(value: int | None) -> str:
+            return "-" if value is None else str(value)
+
+        return (
+            f"in {show(self.records_in)} | finished {show(self.runs_finished)} "
+            f"({show(self.runs_failed)} failed) | in flight {show(self.in_flight)} | "
+            f"dead letters {show(self.dead_letters)}"
+        )
+
+
+def job_state(rest_address: str, job_id: str) -> str | None:
+    """The job's state (RUNNING, FINISHED, ...), or None when the REST API does not answer."""
+    try:
+        return str(rest_call(rest_address, f"/jobs/{job_id}")["state"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return None
+
+
+_OUR_FRAME = re.compile(
+    r"at \S*/(?:streamagents|operators|connectors|jobs|serde)/[\w/]+\.\w+\(.*\)"
+)
+
+
+def latest_failure(rest_address: str, job_id: str) -> tuple[int, str] | None:
+    """(timestamp, one-line description) of the job's latest task failure, if any: the
+    exception's first line and the first frame in streamagents code."""
+    try:
+        entries = rest_call(rest_address, f"/jobs/{job_id}/exceptions")["exceptionHistory"][
+            "entries"
+        ]
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return None
+    if not entries:
+        return None
+    latest = max(entries, key=lambda entry: int(entry.get("timestamp", 0)))
+    trace = str(latest.get("stacktrace", ""))
+    description = trace.splitlines()[0] if trace else str(latest.get("exceptionName"))
+    frame = _OUR_FRAME.search(trace)
+    if frame:
+        description += f" ({frame.group(0)})"
+    return int(latest.get("timestamp", 0)), description
+
+
+def read_progress(rest_address: str, job_id: str) -> Progress | None:
+    """Sum the progress metrics over every vertex and subtask; None when unreachable."""
+    totals: dict[str, int] = {}
+    try:
+        vertices = rest_call(rest_address, f"/jobs/{job_id}")["vertices"]
+        for vertex in vertices:
+            base = f"/jobs/{job_id}/vertices/{vertex['id']}/metrics"
+            ids = [m["id"] for m in rest_call(rest_address, base)]
+            wanted = {i: name for i in ids for name, end in _SUFFIXES.items() if i.endswith(end)}
+            if not wanted:
+                continue
+            for metric in rest_call(rest_address, f"{base}?get={','.join(wanted)}"):
+                name = wanted[metric["id"]]
+                totals[name] = totals.get(name, 0) + int(float(metric["value"]))
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return None
+    return Progress(**{f.name: totals.get(f.name) for f in fields(Progress)})
+
+
+def summary(spec: JobSpec, state: str, seconds: float, last: Progress | None) -> str:
+    """The end-of-run report: what was read, answered and rejected, and where it all is."""
+    outputs = read_jsonl(spec.sinks.outputs.path)
+    dead = read_jsonl(spec.sinks.dead_letters.path)
+    ok = sum(1 for record in outputs if record.get("status") == "ok")
+    lines = [f"{spec.name}: {state} after {seconds:.1f} s"]
+    if last is not None and last.records_in:
+        lines.append(f"  inputs read   {last.records_in}")
+    lines += [
+        f"  answers       {len(outputs)} ({ok} ok, {len(outputs) - ok} error)"
+        f"  -> {spec.sinks.outputs.path}",
+        f"  dead letters  {len(dead)}  -> {spec.sinks.dead_letters.path}",
+    ]
+    if spec.event_log is not None and spec.event_log.level != "off":
+        log_dir = Path(spec.event_log.path)
+        files = [p for p in log_dir.rglob("*") if p.is_file() and not p.name.startswith(".")]
+        lines.append(
+            f"  event log     {len(files)} file(s)  -> {log_dir}"
+            f"  (read it: streamagents eventlog cat {log_dir})"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,290 @@
+"""`streamagents validate | run | submit | savepoint`: check a spec, run it, resume it.
+
+`run` executes on a local mini-cluster and prints progress while it runs and a summary at
+the end; `submit` hands the job to a running Flink cluster through `flink run -py`;
+`savepoint` stops a job with a savepoint through the REST API (PyFlink 2.3's own
+`stop_with_savepoint` is broken), and `run --from-savepoint` resumes from one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+from pathlib import Path
+from typing import Any
+
+from streamagents.jobs.cluster import flink_home, free_port, rest_call, script_environment
+from streamagents.jobs.model_choice import demo_banner, demo_server, model_spec
+from streamagents.jobs.progress import (
+    TERMINAL_STATES,
+    Progress,
+    job_state,
+    latest_failure,
+    read_progress,
+    summary,
+)
+from streamagents.jobs.spec import LoadedSpec, SpecError, check_runnable, load_spec
+
+__all__ = ["register"]
+
+_JOB_ID = re.compile(r"JobID ([0-9a-f]{32})")
+
+
+def register(subparsers: Any) -> None:
+    """Add the validate, run, submit and savepoint sub-commands."""
+    validate = subparsers.add_parser(
+        "validate", help="Check a job spec and import its tools, without starting Flink."
+    )
+    validate.add_argument("spec", help="Path of the YAML job spec.")
+    validate.set_defaults(handler=_validate)
+
+    run = subparsers.add_parser("run", help="Run a job spec on the local mini-cluster.")
+    run.add_argument("spec", help="Path of the YAML job spec.")
+    run.add_argument("--from-savepoint", metavar="PATH", help="Resume from this savepoint.")
+    run.add_argument(
+        "--progress-interval", type=float, default=2.0, metavar="S", help="Seconds per update."
+    )
+    run.set_defaults(handler=_run)
+
+    submit = subparsers.add_parser("submit", help="Submit a job spec to a running Flink cluster.")
+    submit.add_argument("spec", help="Path of the YAML job spec.")
+    submit.add_argument(
+        "--jobmanager", required=True, metavar="HOST:PORT", help="The cluster's REST address."
+    )
+    submit.add_argument("--from-savepoint", metavar="PATH", help="Resume from this savepoint.")
+    submit.add_argument(
+        "--wait", action="store_true", help="Stay until the job ends, printing progress."
+    )
+    submit.set_defaults(handler=_submit)
+
+    savepoint = subparsers.add_parser(
+        "savepoint", help="Stop a running job with a savepoint and print its path."
+    )
+    savepoint.add_argument("job_id", help="The job id `run` or `submit` printed.")
+    savepoint.add_argument(
+        "--jobmanager", required=True, metavar="HOST:PORT", help="The REST address."
+    )
+    savepoint.add_argument(
+        "--target-dir", default="savepoints", help="Directory (or URI) for the savepoint."
+    )
+    savepoint.add_argument("--timeout", type=float, default=300.0, help="Seconds to wait.")
+    savepoint.set_defaults(handler=_savepoint)
+
+
+def _load(path: str) -> LoadedSpec | None:
+    try:
+        loaded = load_spec(path)
+        check_runnable(loaded)
+    except SpecError as exc:
+        print(f"invalid job spec:\n{exc}", file=sys.stderr)
+        return None
+    return loaded
+
+
+def _describe_model(loaded: LoadedSpec) -> str:
+    entry = loaded.model
+    if entry.provider == "demo":
+        return f"demo {entry.model} (scripted test double, not an LLM)"
+    return f"{entry.provider} {entry.model}"
+
+
+def _validate(args: argparse.Namespace) -> int:
+    loaded = _load(args.spec)
+    if loaded is None:
+        return 2
+    spec = loaded.spec
+    source = spec.source.files.path if spec.source.files else f"kafka {spec.source.kafka.topics}"
+    print(f"{loaded.path}: valid")
+    print(f"  job        {spec.name} (parallelism {spec.parallelism})")
+    print(f"  source     {source}")
+    print(f"  key        {spec.key}")
+    print(f"  model      {_describe_model(loaded)}")
+    print(f"  tools      {', '.join(spec.agent.tools) or 'none'}")
+    print(f"  outputs    {spec.sinks.outputs.path}")
+    print(f"  dead       {spec.sinks.dead_letters.path}")
+    if spec.event_log is not None:
+        print(f"  event log  {spec.event_log.path} ({spec.event_log.level})")
+    return 0
+
+
+def _watch(
+    rest_address: str,
+    job_id: str,
+    interval_s: float,
+    done: threading.Event,
+    loaded: LoadedSpec,
+) -> Progress | None:
+    """Print a progress line whenever it changes, and each new task failure (Flink restarts
+    the job after one), until `done` is set; returns the last progress read."""
+    started = time.monotonic()
+    last: Progress | None = None
+    failure_seen = 0
+    while not done.wait(interval_s):
+        current = read_progress(rest_address, job_id)
+        if current is not None and current != last:
+            print(f"[{time.monotonic() - started:7.1f}s] {current.line()}", flush=True)
+            last = current
+        failure = latest_failure(rest_address, job_id)
+        if failure is not None and failure[0] > failure_seen:
+            failure_seen = failure[0]
+            print(f"task failed, Flink restarts it: {loaded.redact(failure[1])}", flush=True)
+    return last
+
+
+def _run(args: argparse.Namespace) -> int:
+    loaded = _load(args.spec)
+    if loaded is None:
+        return 2
+    # Imported here: validate and submit need no Flink gateway in this process.
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from streamagents.jobs.graph import build_job, flink_configuration
+
+    spec = loaded.spec
+    demo = loaded.model.provider == "demo"
+    if demo:
+        print(demo_banner(loaded.model), flush=True)
+    started = time.monotonic()
+    with demo_server(loaded.model) as demo_url:
+        port = free_port()
+        config = flink_configuration(spec, rest_port=port, restore_from=args.from_savepoint)
+        # A local run gives up after a few failures in a row instead of restarting forever.
+        config.set_string("restart-strategy.type", "fixed-delay")
+        config.set_string("restart-strategy.fixed-delay.attempts", "3")
+        config.set_string("restart-strategy.fixed-delay.delay", "2 s")
+        env = StreamExecutionEnvironment.get_execution_environment(config)
+        build_job(env, loaded, model_spec(loaded.model, demo_url))
+        client = env.execute_async(spec.name)
+        job_id = str(client.get_job_id())
+        print(
+            f"job {job_id} ({spec.name}) started on the local mini-cluster, model "
+            f"{_describe_model(loaded)}\n"
+            f"  stop with a savepoint: streamagents savepoint {job_id} --jobmanager "
+            f"localhost:{port}   (Ctrl-C cancels)",
+            flush=True,
+        )
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def wait_for_result() -> None:
+            try:
+                client.get_job_execution_result().result()
+            except BaseException as exc:  # reported below, after the watcher stops
+                failure.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=wait_for_result, name="job-result", daemon=True).start()
+        try:
+            last = _watch(f"localhost:{port}", job_id, args.progress_interval, done, loaded)
+            state = "FAILED" if failure else "FINISHED"
+        except KeyboardInterrupt:
+            print("interrupted: cancelling the job", file=sys.stderr)
+            client.cancel().result()
+            last, state = None, "CANCELED"
+    print(summary(spec, state, time.monotonic() - started, last))
+    if demo:
+        print("  model         DEMO - answers came from a scripted test double, not an LLM")
+    if state == "CANCELED":
+        return 130
+    if failure:
+        lines = str(failure[0]).splitlines() or [type(failure[0]).__name__]
+        causes = [line for line in lines if line.startswith("Caused by:")]
+        root = causes[-1] if causes else lines[0]
+        print(f"job failed: {loaded.redact(root)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _submit(args: argparse.Namespace) -> int:
+    loaded = _load(args.spec)
+    if loaded is None:
+        return 2
+    demo = loaded.model.provider == "demo"
+    if demo:
+        print(demo_banner(loaded.model), flush=True)
+        print("the demo model runs in this process: staying until the job ends", flush=True)
+    entry = Path(__file__).resolve().parent / "flink_entry.py"
+    with demo_server(loaded.model) as demo_url:
+        command = [
+            "bash",
+            str(flink_home() / "bin" / "flink"),
+            "run",
+            "-m",
+            args.jobmanager,
+            "-d",
+            "-pyclientexec",
+            sys.executable,
+            "-py",
+            str(entry),
+        ]
+        if args.from_savepoint:
+            command += ["-s", args.from_savepoint]
+        command += ["--spec", str(loaded.path)]
+        if demo_url is not None:
+            command += ["--demo-url", demo_url]
+        result = subprocess.run(
+            command, env=script_environment(), capture_output=True, text=True, check=False
+        )
+        found = _JOB_ID.search(result.stdout + result.stderr)
+        if result.returncode != 0 or found is None:
+            tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+            print(f"submission failed:\n{loaded.redact(tail)}", file=sys.stderr)
+            return 1
+        job_id = found.group(1)
+        print(job_id, flush=True)
+        if not (demo or args.wait):
+            return 0
+        return _follow(args.jobmanager, job_id, loaded)
+
+
+def _follow(rest_address: str, job_id: str, loaded: LoadedSpec) -> int:
+    """Print progress of a cluster job until it ends; exit code 0 only when it FINISHED."""
+    started = time.monotonic()
+    done = threading.Event()
+    states: list[str | None] = []
+
+    def poll_state() -> None:
+        while not done.is_set():
+            state = job_state(rest_address, job_id)
+            states.append(state)
+            if state in TERMINAL_STATES:
+                done.set()
+            time.sleep(1.0)
+
+    threading.Thread(target=poll_state, name="job-state", daemon=True).start()
+    last = _watch(rest_address, job_id, 2.0, done, loaded)
+    state = states[-1] or "UNKNOWN"
+    print(summary(loaded.spec, state, time.monotonic() - started, last))
+    return 0 if state == "FINISHED" else 1
+
+
+def _savepoint(args: argparse.Namespace) -> int:
+    target = args.target_dir
+    if "://" not in target:
+        target = Path(target).resolve().as_uri()
+    body = {"targetDirectory": target, "drain": False, "formatType": "CANONICAL"}
+    try:
+        trigger = rest_call(args.jobmanager, f"/jobs/{args.job_id}/stop", body)["request-id"]
+    except (urllib.error.URLError, OSError, KeyError, ValueError) as exc:
+        print(f"cannot stop job {args.job_id} at {args.jobmanager}: {exc}", file=sys.stderr)
+        return 1
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        status = rest_call(args.jobmanager, f"/jobs/{args.job_id}/savepoints/{trigger}")
+        if status["status"]["id"] == "COMPLETED":
+            operation = status.get("operation", {})
+            if "location" in operation:
+                print(operation["location"])
+                return 0
+            cause = operation.get("failure-cause", {}).get("stack-trace", "unknown cause")
+            print(f"savepoint failed: {cause.splitlines()[0]}", file=sys.stderr)
+            return 1
+        time.sleep(0.5)
+    print(f"savepoint not finished after {args.timeout:.0f} s", file=sys.stderr)
+    return 1

@@ -1,0 +1,461 @@
+"""The YAML job spec: a whole streaming agent job — source, key, agent, sinks — as plain data.
+
+`load_spec(path)` reads a YAML file, substitutes `${ENV}` variables, validates it into a
+frozen `JobSpec` and picks the model to use, before any Flink object exists. Every problem
+is reported as `file:line: field: what was expected`, an unknown key comes with the
+nearest valid key, and values taken from the environment never appear in a message.
+Relative paths in the spec are relative to the spec file's directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+import types
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+
+from streamagents.connectors.models import PROVIDERS
+from streamagents.jobs.yaml_source import FieldPath, LoadedYaml, YamlSyntaxError, load_yaml
+from streamagents.operators.config import Budgets, MemoryConfig
+from streamagents.operators.tools import load_tool
+
+__all__ = [
+    "AgentSpec",
+    "CheckpointSpec",
+    "EventLogSpec",
+    "FileSinkSpec",
+    "FilesSourceSpec",
+    "JobSpec",
+    "KafkaSourceSpec",
+    "LoadedSpec",
+    "ModelEntry",
+    "SinksSpec",
+    "SourceSpec",
+    "SpecError",
+    "SpecProblem",
+    "check_runnable",
+    "load_spec",
+]
+
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _resolve_path(value: str, info: ValidationInfo) -> str:
+    """Make a relative local path absolute against the spec's directory; keep URIs."""
+    if _URI.match(value):
+        return value
+    base = Path((info.context or {}).get("base_dir", "."))
+    return str((base / Path(value).expanduser()).resolve())
+
+
+PathOrUri = Annotated[str, Field(min_length=1), AfterValidator(_resolve_path)]
+"""A local path (relative to the spec file) or a URI such as s3://bucket/prefix."""
+
+
+class _SpecModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+
+class FilesSourceSpec(_SpecModel):
+    """JSONL input files: one file, or every file in a directory (optionally watched)."""
+
+    path: PathOrUri = Field(description="A JSONL file or a directory of JSONL files.")
+    watch_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Keep watching the directory for new files at this interval; "
+        "unset means read what is there and finish.",
+    )
+
+
+class KafkaSourceSpec(_SpecModel):
+    """A Kafka topic read through Flink's Kafka connector jar, which the user supplies."""
+
+    connector_jar: PathOrUri = Field(description="Path of flink-sql-connector-kafka-*.jar.")
+    topics: list[str] = Field(min_length=1, description="Topics to read.")
+    bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
+    group_id: str = Field(min_length=1, description="Consumer group id.")
+    starting_offsets: Literal["earliest", "latest", "committed"] = Field(
+        default="committed", description="Where to start when the group has no offsets."
+    )
+    properties: dict[str, str] = Field(
+        default_factory=dict, description="Further Kafka client properties (may use ${ENV})."
+    )
+
+
+class SourceSpec(_SpecModel):
+    """Where input records come from: exactly one of `files` or `kafka`."""
+
+    files: FilesSourceSpec | None = Field(default=None, description="JSONL files.")
+    kafka: KafkaSourceSpec | None = Field(default=None, description="A Kafka topic.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SourceSpec:
+        given = [name for name in ("files", "kafka") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"expected exactly one of 'files' or 'kafka', got {', '.join(given) or 'none'}"
+            )
+        return self
+
+
+_PROVIDERS = ("gemini", "openai", "openai-responses", "demo")
+
+
+class ModelEntry(_SpecModel):
+    """One model the agent may use; `demo` is the scripted test double on 127.0.0.1."""
+
+    provider: Literal["gemini", "openai", "openai-responses", "demo"] = Field(
+        description="gemini, openai (Chat Completions), openai-responses, or demo."
+    )
+    model: str = Field(min_length=1, description="Model name as the provider spells it.")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Client options: api_key, base_url, timeout, ..."
+    )
+    generation: dict[str, Any] = Field(
+        default_factory=dict, description="Generation options: temperature, ..."
+    )
+    responder: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description='demo only: "module:function" that scripts the test double\'s replies.',
+    )
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            # Options hold API keys: show which options are set, never their values.
+            yield name, (sorted(value) if name == "options" else value)
+
+    @model_validator(mode="after")
+    def _responder_only_for_demo(self) -> ModelEntry:
+        if self.provider == "demo" and self.responder is None:
+            raise ValueError("a demo model needs 'responder' (\"module:function\")")
+        if self.provider != "demo" and self.responder is not None:
+            raise ValueError("'responder' belongs to demo models only")
+        return self
+
+
+def _one_or_many(value: Any) -> Any:
+    return [value] if isinstance(value, Mapping) else value
+
+
+class AgentSpec(_SpecModel):
+    """The agent run for each input: model, prompt, tools, memory, budgets, concurrency."""
+
+    model: Annotated[list[ModelEntry], BeforeValidator(_one_or_many)] = Field(
+        min_length=1,
+        description="A model, or a list of candidates: the first whose ${ENV} variables "
+        "are all set is used.",
+    )
+    system_prompt: str = Field(default="", description="System instruction of every run.")
+    tools: list[Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]] = Field(
+        default_factory=list, description='Tools by import path, "package.module:function".'
+    )
+    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Per-key memory.")
+    budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
+    max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
+    tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
+    offload_threshold_bytes: int = Field(
+        default=65536, ge=0, description="Inline media above this size goes to the store."
+    )
+
+
+class EventLogSpec(_SpecModel):
+    """Where and how much of each run the event log records (Avro files)."""
+
+    path: PathOrUri = Field(description="Directory of the event-log files.")
+    level: Literal["off", "standard", "verbose"] = Field(
+        default="standard",
+        description="standard keeps a bounded prefix of long texts, verbose keeps all, off none.",
+    )
+    roll_bytes: int | None = Field(default=None, ge=1, description="Roll a file at this size.")
+    roll_seconds: float | None = Field(default=None, gt=0, description="Roll after this long.")
+
+
+class FileSinkSpec(_SpecModel):
+    """A directory of JSONL part files written exactly-once by Flink's file sink."""
+
+    path: PathOrUri = Field(description="Directory the part files are written to.")
+
+
+class SinksSpec(_SpecModel):
+    """Where answers and dead letters go."""
+
+    outputs: FileSinkSpec = Field(description="One JSON line per finished run.")
+    dead_letters: FileSinkSpec = Field(description="One JSON line per rejected input.")
+
+
+class CheckpointSpec(_SpecModel):
+    """Checkpointing; the file sinks commit their files on each checkpoint."""
+
+    interval_s: float = Field(default=5.0, gt=0, description="Seconds between checkpoints.")
+    dir: PathOrUri | None = Field(default=None, description="Checkpoint directory or URI.")
+    backend: Literal["hashmap", "rocksdb"] = Field(default="hashmap", description="State backend.")
+
+
+class JobSpec(_SpecModel):
+    """A whole streaming agent job."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][\w.-]*$", description="Job name.")
+    source: SourceSpec = Field(description="Where input records come from.")
+    key: str = Field(
+        pattern=r"^[^.\s]+(\.[^.\s]+)*$",
+        description="Dotted path of the field inputs are keyed by, e.g. customer.id.",
+    )
+    agent: AgentSpec = Field(description="The agent run for each input.")
+    media_store: PathOrUri = Field(default="media", description="Media store: path or URI.")
+    event_log: EventLogSpec | None = Field(default=None, description="The event log.")
+    sinks: SinksSpec = Field(description="Outputs and dead letters.")
+    parallelism: int = Field(default=1, ge=1, description="Parallelism of the job.")
+    checkpointing: CheckpointSpec = Field(
+        default_factory=CheckpointSpec, description="Checkpoint interval, directory, backend."
+    )
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One thing wrong with a spec: where it is and what was expected."""
+
+    line: int | None
+    field: str
+    message: str
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; `str()` lists each problem as `file:line: field: message`."""
+
+    def __init__(self, file: str, problems: list[SpecProblem]) -> None:
+        self.file = file
+        self.problems = problems
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        lines = []
+        for p in self.problems:
+            where = f"{self.file}:{p.line}" if p.line else self.file
+            lines.append(f"{where}: {p.field}: {p.message}" if p.field else f"{where}: {p.message}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A validated spec, the file it came from, and the model chosen among the candidates."""
+
+    spec: JobSpec
+    path: Path
+    model: ModelEntry
+    source: LoadedYaml
+
+    @property
+    def base_dir(self) -> Path:
+        """The spec file's directory, against which relative paths were resolved."""
+        return self.path.parent
+
+    def redact(self, text: str) -> str:
+        """`text` with every value taken from the environment replaced by its `${NAME}`."""
+        return self.source.redact(text)
+
+
+def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> LoadedSpec:
+    """Read, interpolate and validate a job spec; raises `SpecError` naming every problem."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(
+            str(file), [SpecProblem(None, "", f"cannot read: {exc.strerror}")]
+        ) from None
+    try:
+        loaded = load_yaml(text, environ)
+    except YamlSyntaxError as exc:
+        raise SpecError(str(file), [SpecProblem(None, "", f"not valid YAML: {exc}")]) from None
+    if not isinstance(loaded.data, dict):
+        raise SpecError(str(file), [SpecProblem(1, "", "expected a mapping of keys at the top")])
+    try:
+        spec = JobSpec.model_validate(loaded.data, context={"base_dir": str(file.resolve().parent)})
+    except ValidationError as exc:
+        problems = sorted(
+            (_problem(error, loaded) for error in exc.errors()), key=lambda p: p.line or 0
+        )
+        raise SpecError(str(file), _redacted(problems, loaded)) from None
+    model = _choose_model(spec, loaded, str(file))
+    return LoadedSpec(spec=spec, path=file.resolve(), model=model, source=loaded)
+
+
+def check_runnable(loaded: LoadedSpec) -> None:
+    """Import every tool the spec names and check the chosen model's provider is installed;
+    raises `SpecError` naming each problem."""
+    spec_dir = str(loaded.base_dir)
+    if spec_dir not in sys.path:
+        sys.path.append(spec_dir)
+    problems = []
+    provider = "gemini" if loaded.model.provider == "demo" else loaded.model.provider
+    if provider not in PROVIDERS:
+        index = loaded.spec.agent.model.index(loaded.model)
+        path = ("agent", "model", index, "provider")
+        problems.append(
+            SpecProblem(
+                loaded.source.source_map.line_of(_yaml_path(path, loaded.source.data)),
+                _dotted(_yaml_path(path, loaded.source.data)),
+                f"provider {provider!r} is not available in this installation "
+                f"(available: {', '.join(sorted(PROVIDERS))})",
+            )
+        )
+    for index, target in enumerate(loaded.spec.agent.tools):
+        try:
+            load_tool(target)
+        except Exception as exc:
+            line = loaded.source.source_map.line_of(("agent", "tools", index))
+            problems.append(SpecProblem(line, f"agent.tools[{index}]", str(exc)))
+    if problems:
+        raise SpecError(str(loaded.path), _redacted(problems, loaded.source))
+
+
+def _choose_model(spec: JobSpec, loaded: LoadedYaml, file: str) -> ModelEntry:
+    single = isinstance(_raw_at(loaded.data, ("agent", "model")), Mapping)
+    problems: list[SpecProblem] = []
+    for path, names in loaded.missing.items():
+        if path[:2] != ("agent", "model"):
+            problems.append(_missing_env(path, names, loaded))
+    if problems:
+        raise SpecError(file, problems)
+    for index, entry in enumerate(spec.agent.model):
+        prefix = ("agent", "model") if single else ("agent", "model", index)
+        if not any(path[: len(prefix)] == prefix for path in loaded.missing):
+            return entry
+    lead = "" if single else "no model candidate is usable: "
+    raise SpecError(
+        file, [_missing_env(path, names, loaded, lead) for path, names in loaded.missing.items()]
+    )
+
+
+def _missing_env(
+    path: FieldPath, names: list[str], loaded: LoadedYaml, lead: str = ""
+) -> SpecProblem:
+    variables = ", ".join(sorted(set(names)))
+    return SpecProblem(
+        loaded.source_map.line_of(path),
+        _dotted(path),
+        f"{lead}environment variable {variables} is not set; export it, or write "
+        "${NAME:-default} to give a default",
+    )
+
+
+def _redacted(problems: list[SpecProblem], loaded: LoadedYaml) -> list[SpecProblem]:
+    return [SpecProblem(p.line, p.field, loaded.redact(p.message)) for p in problems]
+
+
+def _problem(error: Mapping[str, Any], loaded: LoadedYaml) -> SpecProblem:
+    loc = _yaml_path(tuple(error["loc"]), loaded.data)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        valid = _valid_keys(tuple(error["loc"])[:-1])
+        hint = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+        lead = f"unknown key {key!r}" + (f"; did you mean {hint[0]!r}?" if hint else "")
+        return SpecProblem(
+            loaded.source_map.line_of(loc), _dotted(loc), f"{lead} (valid: {', '.join(valid)})"
+        )
+    if kind == "missing":
+        return SpecProblem(
+            loaded.source_map.line_of(loc[:-1]),
+            _dotted(loc),
+            f"required key {str(loc[-1])!r} is missing",
+        )
+    message = str(error["msg"])
+    message = re.sub(r"^(Value error|Assertion failed), ", "", message)
+    message = re.sub(r"^Input should be ", "expected ", message)
+    message = re.sub(r"^String should ", "expected a string that should ", message)
+    if kind.endswith("_type") or kind.endswith("_parsing"):
+        message += f" (got {_type_name(error.get('input'))})"
+    if kind == "literal_error" and isinstance(error.get("input"), str):
+        choices = re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+        hint = difflib.get_close_matches(error["input"], choices, n=1, cutoff=0.5)
+        if hint:
+            message += f"; did you mean {hint[0]!r}?"
+    return SpecProblem(loaded.source_map.line_of(loc), _dotted(loc), message)
+
+
+def _type_name(value: Any) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true/false"}
+    if value is None:
+        return "nothing"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return names.get(type(value), type(value).__name__)
+
+
+def _yaml_path(loc: tuple[Any, ...], raw: Any) -> FieldPath:
+    """The pydantic error location as a path in the YAML (a single model is not a list)."""
+    path: list[str | int] = []
+    for element in loc:
+        if isinstance(element, int) and isinstance(raw, Mapping):
+            continue
+        path.append(element)
+        if isinstance(raw, Mapping):
+            raw = raw.get(element)
+        elif isinstance(raw, list) and isinstance(element, int) and element < len(raw):
+            raw = raw[element]
+        else:
+            raw = None
+    return tuple(path)
+
+
+def _raw_at(raw: Any, path: FieldPath) -> Any:
+    for element in path:
+        raw = raw.get(element) if isinstance(raw, Mapping) else None
+    return raw
+
+
+def _valid_keys(loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the spec model found at `loc` (the mapping holding a bad key)."""
+    current: Any = JobSpec
+    for element in loc:
+        if isinstance(element, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        field = current.model_fields.get(str(element))
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model class inside an annotation such as `X | None` or `list[X]`."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _model_in(get_args(annotation)[0])
+    if origin in (list, Union, types.UnionType):
+        for arg in get_args(annotation):
+            found = _model_in(arg)
+            if isinstance(found, type) and issubclass(found, BaseModel):
+                return found
+    return annotation
+
+
+def _dotted(path: FieldPath) -> str:
+    text = ""
+    for element in path:
+        text += f"[{element}]" if isinstance(element, int) else (f".{element}" if text else element)
+    return text

@@ -1,0 +1,210 @@
+"""`streamagents run` on the main example: outputs, a readable event log, dead letters; and
+`streamagents savepoint` + `run --from-savepoint` resuming without losing or repeating work."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamagents.connectors.eventlog import read_events
+from streamagents.connectors.files import read_jsonl
+from streamagents.connectors.testing.demo_support import DEMO_PREFIX
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "jobs" / "examples"
+CLI = [str(Path(sys.executable).parent / "streamagents")]
+
+
+def copy_example(target: Path) -> Path:
+    """A private copy of the example directory (its outputs land next to the spec)."""
+    shutil.copytree(EXAMPLES, target, ignore=shutil.ignore_patterns("out", "__pycache__"))
+    return target / "support_tickets.yaml"
+
+
+def demo_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run_to_end(spec: Path) -> subprocess.CompletedProcess[str]:
+    """`streamagents run SPEC` with the demo model, waited for."""
+    return subprocess.run(
+        [*CLI, "run", str(spec), "--progress-interval", "0.5"],
+        env=demo_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    spec = copy_example(tmp_path_factory.mktemp("example") / "job")
+    return {"result": run_to_end(spec), "out": spec.parent / "out" / "support_tickets"}
+
+
+@pytest.mark.e2e
+def test_run_announces_the_demo_model_and_prints_progress_and_summary(
+    example_run: dict[str, Any],
+) -> None:
+    result = example_run["result"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    stdout = result.stdout
+    assert "DEMO MODE" in stdout and "SCRIPTED TEST DOUBLE" in stdout
+    assert re.search(r"job [0-9a-f]{32} \(support-tickets\) started", stdout)
+    assert re.search(r"\] in \d+ \| finished", stdout), stdout
+    assert "support-tickets: FINISHED" in stdout
+    assert "answers       5 (5 ok, 0 error)" in stdout
+    assert "dead letters  2" in stdout
+    assert "DEMO - answers came from a scripted test double" in stdout
+
+
+@pytest.mark.e2e
+def test_every_ticket_is_answered_once_through_the_tools(example_run: dict[str, Any]) -> None:
+    outputs = {r["id"]: r for r in read_jsonl(example_run["out"] / "answers")}
+    assert sorted(outputs) == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005"]
+    assert all(r["status"] == "ok" and r["text"].startswith(DEMO_PREFIX) for r in outputs.values())
+    assert outputs["T-1001"]["key"] == "C-17"
+    assert "media in the ticket: image/png" in outputs["T-1001"]["text"]
+    assert "application/pdf received" in outputs["T-1002"]["text"]
+    assert "image/png received" in outputs["T-1003"]["text"]
+    assert "order O-7310 is paid" in outputs["T-1003"]["text"]
+    assert "order O-9999 was not found" in outputs["T-1005"]["text"]
+    assert outputs["T-1002"]["tool_calls"] == 2 and outputs["T-1002"]["model_calls"] == 2
+
+
+@pytest.mark.e2e
+def test_bad_tickets_become_dead_letters_with_their_reason(example_run: dict[str, Any]) -> None:
+    dead = read_jsonl(example_run["out"] / "dead_letters")
+    by_type = {d["error_type"]: d for d in dead}
+    assert sorted(by_type) == ["InvalidJson", "MissingKey"]
+    assert by_type["InvalidJson"]["stage"] == "parse"
+    assert by_type["InvalidJson"]["input"].startswith('{"id":"T-1006"')
+    assert by_type["MissingKey"]["id"] == "T-1007"
+
+
+@pytest.mark.e2e
+def test_event_log_tells_each_run_step_by_step(example_run: dict[str, Any]) -> None:
+    events = list(read_events(example_run["out"] / "events"))
+    runs: dict[str, list[str]] = {}
+    for event in sorted(events, key=lambda e: (e["run_id"], e["sequence"])):
+        runs.setdefault(event["run_id"], []).append(event["event_type"])
+    assert len(runs) == 5
+    for kinds in runs.values():
+        assert kinds[0] == "input" and kinds[-1] == "output"
+        assert {"chat_request", "chat_response", "tool_request", "tool_response"} <= set(kinds)
+    cat = subprocess.run(
+        [*CLI, "eventlog", "cat", str(example_run["out"] / "events")],
+        env=demo_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "tool_request" in cat.stdout and "key=C-17" in cat.stdout
+
+
+def wait_for(predicate: Any, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError("condition not met in time")
+
+
+def start_run(spec: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
+    """Start `streamagents run` in the background; returns it with its job id and REST address."""
+    handle = log.open("w")
+    process = subprocess.Popen(
+        [*CLI, "run", str(spec), *extra], env=demo_env(), stdout=handle, stderr=subprocess.STDOUT
+    )
+    found: list[re.Match[str]] = []
+
+    def started() -> bool:
+        match = re.search(r"savepoint ([0-9a-f]{32}) --jobmanager (\S+)", log.read_text())
+        if match:
+            found.append(match)
+        return bool(match) or process.poll() is not None
+
+    wait_for(started, 120)
+    assert found, log.read_text()[-3000:]
+    return process, found[0].group(1), found[0].group(2)
+
+
+def savepoint(job_id: str, address: str, target: Path) -> str:
+    result = subprocess.run(
+        [*CLI, "savepoint", job_id, "--jobmanager", address, "--target-dir", str(target)],
+        env=demo_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+@pytest.mark.e2e
+def test_savepoint_then_resume_answers_new_tickets_and_repeats_none(tmp_path: Path) -> None:
+    spec = copy_example(tmp_path / "job")
+    text = spec.read_text().replace(
+        "    path: data/tickets", "    path: data/tickets\n    watch_interval_s: 0.5", 1
+    )
+    spec.write_text(text)
+    answers = spec.parent / "out" / "support_tickets" / "answers"
+    process, job_id, address = start_run(spec, tmp_path / "first.log")
+    try:
+        wait_for(lambda: len(read_jsonl(answers)) == 5)
+        location = savepoint(job_id, address, tmp_path / "savepoints")
+        assert process.wait(timeout=120) == 0, (tmp_path / "first.log").read_text()[-3000:]
+    finally:
+        process.kill()
+    assert location.startswith("file:") and Path(location[5:]).exists()
+
+    more = [
+        {"id": "T-2001", "customer": {"id": "C-17"}, "text": "Any news on order O-5521?"},
+        {"id": "T-2002", "customer": {"id": "C-99"}, "text": "Where is order O-6004?"},
+    ]
+    (spec.parent / "data" / "tickets" / "more.jsonl").write_text(
+        "".join(json.dumps(t) + "\n" for t in more)
+    )
+    process, job_id, address = start_run(
+        spec, tmp_path / "second.log", "--from-savepoint", location
+    )
+    try:
+        wait_for(lambda: len(read_jsonl(answers)) >= 7)
+        savepoint(job_id, address, tmp_path / "savepoints")
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+    ids = Counter(r["id"] for r in read_jsonl(answers))
+    assert sorted(ids) == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005", "T-2001", "T-2002"]
+    assert set(ids.values()) == {1}
+
+
+@pytest.mark.e2e
+def test_a_failing_job_reports_each_task_failure_and_exits_1(tmp_path: Path) -> None:
+    spec = copy_example(tmp_path / "job")
+    spec.write_text(
+        spec.read_text().replace(
+            "  path: out/support_tickets/events", "  path: /proc/no-such-dir/events"
+        )
+    )
+    result = run_to_end(spec)
+    assert result.returncode == 1
+    assert "task failed, Flink restarts it:" in result.stdout
+    assert "connectors/eventlog" in result.stdout
+    assert "support-tickets: FAILED" in result.stdout
+    assert result.stderr.strip().splitlines()[-1].startswith("job failed: Caused by:")

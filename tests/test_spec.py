@@ -1,0 +1,187 @@
+"""The YAML job spec: validation errors name file, line and field; secrets stay secret."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from streamagents.connectors.models import PROVIDERS
+from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
+from streamagents.jobs.model_choice import DEMO_API_KEY, model_spec
+from streamagents.jobs.spec import SpecError, check_runnable, load_spec
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "jobs" / "examples" / "support_tickets.yaml"
+
+MINIMAL = """\
+name: tickets
+source:
+  files: {path: in}
+key: customer.id
+agent:
+  model: {provider: gemini, model: gemini-2.5-flash, options: {api_key: "${GEMINI_API_KEY}"}}
+sinks:
+  outputs: {path: out/answers}
+  dead_letters: {path: out/dead}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def problems(path: Path, env: dict[str, str] | None = None) -> str:
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, {"GEMINI_API_KEY": "test-key"} if env is None else env)
+    return str(caught.value)
+
+
+def test_minimal_spec_loads_with_defaults_and_paths_relative_to_the_spec(tmp_path: Path) -> None:
+    loaded = load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"})
+    spec = loaded.spec
+    assert spec.source.files is not None
+    assert spec.source.files.path == str(tmp_path / "in")
+    assert spec.sinks.outputs.path == str(tmp_path / "out" / "answers")
+    assert spec.parallelism == 1 and spec.checkpointing.backend == "hashmap"
+    assert loaded.model.options == {"api_key": "test-key"}
+
+
+def test_unknown_key_names_file_line_field_and_suggests_the_nearest_key(tmp_path: Path) -> None:
+    text = MINIMAL.replace("key: customer.id", "key: customer.id\nparalelism: 2")
+    message = problems(write(tmp_path, text))
+    assert f"{tmp_path / 'job.yaml'}:5: paralelism: unknown key 'paralelism'" in message
+    assert "did you mean 'parallelism'?" in message
+
+
+def test_nested_typo_is_located_inside_its_block(tmp_path: Path) -> None:
+    text = MINIMAL.replace("files: {path: in}", "files:\n    path: in\n    watch_intervall_s: 5")
+    message = problems(write(tmp_path, text))
+    assert ":5: source.files.watch_intervall_s: unknown key" in message
+    assert "did you mean 'watch_interval_s'?" in message
+
+
+def test_wrong_type_says_what_was_expected_and_what_was_found(tmp_path: Path) -> None:
+    message = problems(write(tmp_path, MINIMAL + "parallelism: many\n"))
+    assert ":10: parallelism: expected a valid integer" in message
+    assert "(got a string)" in message
+
+
+def test_bad_choice_suggests_the_nearest_valid_value(tmp_path: Path) -> None:
+    message = problems(write(tmp_path, MINIMAL.replace("provider: gemini", "provider: gemni")))
+    assert ":6: agent.model.provider: expected 'gemini', 'openai'" in message
+    assert "did you mean 'gemini'?" in message
+
+
+def test_missing_required_key_names_its_parent_line(tmp_path: Path) -> None:
+    text = MINIMAL.replace("  dead_letters: {path: out/dead}\n", "")
+    message = problems(write(tmp_path, text))
+    assert ":7: sinks.dead_letters: required key 'dead_letters' is missing" in message
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    text = MINIMAL + "parallelism: 0\ncheckpointing: {backend: rocks}\n"
+    message = problems(write(tmp_path, text))
+    assert "parallelism: expected" in message and "checkpointing.backend" in message
+
+
+def test_source_needs_exactly_one_kind(tmp_path: Path) -> None:
+    message = problems(write(tmp_path, MINIMAL.replace("files: {path: in}", "{}")))
+    assert "source: expected exactly one of 'files' or 'kafka', got none" in message
+
+
+def test_missing_secret_is_a_clear_error_naming_the_variable_and_line(tmp_path: Path) -> None:
+    message = problems(write(tmp_path, MINIMAL), env={})
+    assert ":6: agent.model.options.api_key" in message
+    assert "environment variable GEMINI_API_KEY is not set" in message
+
+
+def test_secret_value_never_appears_in_errors_or_reprs(tmp_path: Path) -> None:
+    secret = "sk-very-secret-value-123"
+    text = MINIMAL.replace("options: {", "generation: bad, options: {") + "parallelism: ${P}\n"
+    env = {"GEMINI_API_KEY": secret, "P": secret}
+    message = problems(write(tmp_path, text), env=env)
+    assert "parallelism" in message and "agent.model.generation" in message
+    assert secret not in message
+    loaded = load_spec(write(tmp_path, MINIMAL), env)
+    assert secret not in repr(loaded.spec) and secret not in str(loaded.model)
+    assert loaded.redact(f"boom {secret}") == "boom ${GEMINI_API_KEY}"
+
+
+def test_default_syntax_fills_an_unset_variable(tmp_path: Path) -> None:
+    text = MINIMAL.replace("path: in}", "path: '${INBOX:-inbox}'}")
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+    assert loaded.spec.source.files is not None
+    assert loaded.spec.source.files.path == str(tmp_path / "inbox")
+
+
+def test_first_model_candidate_with_its_secrets_set_is_chosen() -> None:
+    assert load_spec(EXAMPLE, {"GEMINI_API_KEY": "g"}).model.provider == "gemini"
+    assert load_spec(EXAMPLE, {"OPENAI_API_KEY": "o"}).model.provider == "openai"
+    assert load_spec(EXAMPLE, {"GEMINI_API_KEY": ""}).model.provider == "demo"
+    demo = load_spec(EXAMPLE, {}).model
+    assert demo.provider == "demo"
+    spec = model_spec(demo, "http://127.0.0.1:1")
+    assert spec.provider == "gemini" and spec.options["api_key"] == DEMO_API_KEY
+
+
+def test_no_usable_candidate_lists_each_missing_variable(tmp_path: Path) -> None:
+    single = MINIMAL.splitlines()[5]
+    text = MINIMAL.replace(
+        single,
+        "  model:\n"
+        '    - {provider: gemini, model: g, options: {api_key: "${GEMINI_API_KEY}"}}\n'
+        '    - {provider: openai, model: o, options: {api_key: "${OPENAI_API_KEY}"}}\n',
+    )
+    message = problems(write(tmp_path, text), env={})
+    assert "agent.model[0].options.api_key: no model candidate is usable" in message
+    assert "OPENAI_API_KEY is not set" in message
+
+
+def test_demo_model_needs_a_responder(tmp_path: Path) -> None:
+    text = MINIMAL.replace("provider: gemini, model: gemini-2.5-flash", "provider: demo, model: d")
+    assert "a demo model needs 'responder'" in problems(write(tmp_path, text))
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    message = problems(write(tmp_path, MINIMAL + "sinks: [unclosed\n"))
+    assert "not valid YAML: line" in message
+
+
+def test_tools_are_imported_and_a_bad_one_is_reported_with_its_line(tmp_path: Path) -> None:
+    check_runnable(load_spec(EXAMPLE, {}))
+    text = MINIMAL.replace(
+        "sinks:",
+        "  tools:\n"
+        "    - streamagents.jobs.examples.support_tools:lookup_order\n"
+        "    - streamagents.jobs.examples.support_tools:lookup_ordr\n"
+        "    - no_such_module_here:f\n"
+        "sinks:",
+    )
+    with pytest.raises(SpecError) as caught:
+        check_runnable(load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
+    message = str(caught.value)
+    assert ":9: agent.tools[1]:" in message and "lookup_ordr" in message
+    assert ":10: agent.tools[2]:" in message and "no_such_module_here" in message
+
+
+def test_tools_next_to_the_spec_are_importable(tmp_path: Path) -> None:
+    (tmp_path / "my_spec_tools.py").write_text("def ping(x: str) -> str:\n    return x\n")
+    text = MINIMAL.replace("sinks:", "  tools: ['my_spec_tools:ping']\nsinks:")
+    check_runnable(load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
+
+
+def test_committed_sample_data_matches_its_generator() -> None:
+    for relative, content in sample_files().items():
+        assert (DATA_DIR / relative).read_bytes() == content, relative
+
+
+def test_a_provider_this_installation_lacks_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(PROVIDERS, "gemini")
+    with pytest.raises(SpecError) as caught:
+        check_runnable(load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"}))
+    assert ":6: agent.model.provider: provider 'gemini' is not available" in str(caught.value)
