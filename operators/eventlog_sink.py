@@ -10,12 +10,15 @@ input: not on stop-with-savepoint, cancel, failover or a kill, and Python functi
 checkpoint hook. So the sink does not rely on `close()`: a background thread writes the
 buffered events out every `flush_seconds` (and rolls files by age), and `open()` finalizes
 the in-progress files an earlier attempt left behind, cut after their last complete block.
+An earlier attempt still alive in this interpreter (a restart after a failure in thread
+mode: its `close()` never ran, its flusher still ticks) is closed first, losing nothing.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,6 +35,11 @@ from streamagents.serde.avro import LogLevel
 from streamagents.serde.events import EventType, new_event
 
 __all__ = ["EventLogSinkFunction", "invalid_record_event", "sink_event_log", "subtask_index"]
+
+# The open sink of each (directory, subtask index) in this interpreter, so that a restarted
+# attempt can close the one it replaces.
+_LIVE: dict[tuple[str, int], EventLogSinkFunction] = {}
+_LIVE_LOCK = threading.Lock()
 
 
 def invalid_record_event(raw: str, error: ValueError) -> str:
@@ -94,6 +102,7 @@ class EventLogSinkFunction(ProcessFunction):
         self.flush_seconds = flush_seconds
         self.writer: EventLogWriter | None = None
         self._stop: threading.Event | None = None
+        self._key: tuple[str, int] | None = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
         """Finalize files earlier attempts left in progress, start the writer and its flusher.
@@ -101,6 +110,12 @@ class EventLogSinkFunction(ProcessFunction):
         Taken: this subtask index's files (an earlier attempt of this subtask, now gone) and
         files of any index not touched for twice roll_seconds (a live writer rolls sooner)."""
         index = subtask_index(runtime_context)
+        self._key = (str(Path(self.directory).resolve()), index)
+        with _LIVE_LOCK:
+            previous = _LIVE.get(self._key)
+            _LIVE[self._key] = self
+        if previous is not None:
+            previous.close()
         finalize_in_progress(self.directory, subtask=index, stale_after=2 * self.roll_seconds)
         writer = EventLogWriter(
             self.directory,
@@ -131,6 +146,9 @@ class EventLogSinkFunction(ProcessFunction):
 
     def close(self) -> None:
         """Stop the flusher and finish the open file (called at the end of bounded input)."""
+        with _LIVE_LOCK:
+            if self._key is not None and _LIVE.get(self._key) is self:
+                del _LIVE[self._key]
         if self._stop is not None:
             self._stop.set()
             self._stop = None

@@ -24,6 +24,7 @@ from streamagents.connectors.eventlog import (
     read_events,
 )
 from streamagents.jobs.cli import main
+from streamagents.operators.eventlog_sink import EventLogSinkFunction
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage
 
@@ -146,6 +147,40 @@ def test_finalize_takes_own_subtask_and_stale_files_but_not_live_ones(tmp_path: 
     assert [p.name.split("-")[2] for p in _in_progress(tmp_path)] == ["0001"]
     writers["live"].close()
     assert len(event_log_files(tmp_path)) == 3
+
+
+class SubtaskContextDouble:
+    """Test double of a PyFlink runtime context: only the subtask index the sink asks for."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def get_index_of_this_subtask(self) -> int:
+        return self.index
+
+
+def test_a_restarted_sink_attempt_closes_the_one_it_replaces_and_its_flusher(
+    tmp_path: Path,
+) -> None:
+    first, second = _events(3), _events(2, start=3)
+    old = EventLogSinkFunction(str(tmp_path), "standard", 1 << 20, 600, flush_seconds=0.05)
+    old.open(SubtaskContextDouble(1))  # type: ignore[arg-type]
+    for event in first:
+        old.process_element(event.model_dump_json(), None)  # type: ignore[arg-type]
+    flusher = old._stop
+    new = EventLogSinkFunction(str(tmp_path), "standard", 1 << 20, 600, flush_seconds=0.05)
+    new.open(SubtaskContextDouble(1))  # type: ignore[arg-type]
+    assert old.writer is None and flusher is not None and flusher.is_set()
+    assert [e["sequence"] for e in read_events(tmp_path)] == [0, 1, 2]
+    for event in second:
+        new.process_element(event.model_dump_json(), None)  # type: ignore[arg-type]
+    deadline = time.monotonic() + 10
+    while len(list(read_events(tmp_path, include_in_progress=True))) < 5:
+        assert time.monotonic() < deadline, "the flusher did not write the block out"
+        time.sleep(0.02)
+    new.close()
+    assert _in_progress(tmp_path) == []
+    assert sorted(e["sequence"] for e in read_events(tmp_path)) == [0, 1, 2, 3, 4]
 
 
 # --- a real PyFlink job, stopped with a savepoint, then restored and killed -----------------
