@@ -127,7 +127,7 @@ class EventLogWriter:
         self._file_index = 0
         self._current: _OpenFile | None = None
         self._flushed_at = time.monotonic()
-        self._lock = threading.Lock()  # writes may race a background flush_if_due()
+        self._lock = threading.Lock()  # writes may race a background roll_if_due()
         if self.level is not LogLevel.OFF:
             self.directory.mkdir(parents=True, exist_ok=True)
 
@@ -158,14 +158,12 @@ class EventLogWriter:
         return None if self._current is None else self._current.opened_at
 
     def roll_if_due(self, now: float | None = None) -> None:
-        """Finish the open file when it is older than roll_seconds."""
+        """Finish the open file when older than roll_seconds, else flush it when
+        flush_seconds passed since the last flush; safe to call from another thread.
+
+        `now` is a `time.monotonic()` reading (default: the current one)."""
         with self._lock:
             self._flush_if_due(time.monotonic() if now is None else now)
-
-    def flush_if_due(self) -> None:
-        """Roll or flush when due: safe to call from another thread, e.g. a ticking timer."""
-        with self._lock:
-            self._flush_if_due(time.monotonic())
 
     def flush(self) -> None:
         """Write the buffered events out as one Avro block (to the OS, without fsync)."""

@@ -131,7 +131,7 @@ class EventLogSinkFunction(ProcessFunction):
 
         def flush_while_running() -> None:
             while not stop.wait(tick):
-                writer.flush_if_due()
+                writer.roll_if_due()
 
         threading.Thread(target=flush_while_running, name="event-log-flush", daemon=True).start()
 
