@@ -2,49 +2,37 @@
 
 Event JSON lines come from a FileSource that keeps watching its folder (so the job never
 ends by itself, as in production) and go, rebalanced over two thread-mode subtasks, to
-`sink_event_log` flushing every 0.2 s and rolling only after 10 minutes. Modes:
-
-- `savepoint`: once `--expect` events are readable in the log's in-progress files, stop
-  with a savepoint through the Java client (PyFlink 2.3's own `stop_with_savepoint` is
-  broken), print its path and exit;
-- `run`: run (optionally restored from `--restore`) until killed.
+`sink_event_log` flushing every 0.2 s and rolling only after 10 minutes. The job serves
+Flink's REST API on a free port and prints `JOB <id> <host:port>`, so that the test can stop
+it with `streamagents savepoint`; the script then waits until the job ends.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 from pyflink.common import Configuration, Duration, WatermarkStrategy
 from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
-from pyflink.java_gateway import get_gateway
 
-from streamagents.connectors.eventlog import read_events
+from streamagents.jobs.cluster import free_port
 from streamagents.operators.eventlog_sink import sink_event_log
 
 
-def readable_events(log: str) -> int:
-    """Events readable in the log so far, in-progress files included."""
-    try:
-        return sum(1 for _ in read_events(log, include_in_progress=True))
-    except FileNotFoundError:  # the sink has not created the folder yet
-        return 0
-
-
 def main() -> None:
-    """Parse the arguments and run the job in the chosen mode."""
+    """Parse the arguments, start the job, print its id and REST address, wait for its end."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["run", "savepoint"])
     parser.add_argument("--inputs", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--restore")
-    parser.add_argument("--savepoints")
-    parser.add_argument("--expect", type=int, default=0)
     args = parser.parse_args()
+    port = free_port()
     conf = Configuration()
     conf.set_string("python.execution-mode", "thread")
     conf.set_string("restart-strategy.type", "none")
+    conf.set_string("rest.port", str(port))
+    conf.set_string("rest.bind-port", str(port))
+    conf.set_string("rest.bind-address", "localhost")
     if args.restore:
         conf.set_string("execution.state-recovery.path", args.restore)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
@@ -56,15 +44,9 @@ def main() -> None:
     )
     lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "inputs").uid("inputs")
     sink_event_log(lines.rebalance(), args.log, roll_seconds=600, flush_seconds=0.2)
-    if args.mode == "run":
-        env.execute("eventlog-durability")
-        return
     client = env.execute_async("eventlog-durability")
-    while readable_events(args.log) < args.expect:
-        time.sleep(0.1)
-    formats = get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType
-    path = client._j_job_client.stopWithSavepoint(False, args.savepoints, formats.CANONICAL).get()
-    print(f"SAVEPOINT {path}", flush=True)
+    print(f"JOB {client.get_job_id()} localhost:{port}", flush=True)
+    client.get_job_execution_result().result()
 
 
 if __name__ == "__main__":

@@ -186,32 +186,39 @@ def test_a_restarted_sink_attempt_closes_the_one_it_replaces_and_its_flusher(
 # --- a real PyFlink job, stopped with a savepoint, then restored and killed -----------------
 
 
-def _job(mode: str, folder: Path, *extra: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    command = [sys.executable, str(JOB), mode, "--inputs", str(folder / "inputs")]
-    command += ["--log", str(folder / "log"), *extra]
-    return subprocess.Popen(
-        command,
-        env=env,
+def _start_job(folder: Path, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
+    """Start the job in a subprocess; returns it with its job id and REST address."""
+    command = [sys.executable, str(JOB), "--inputs", str(folder / "inputs")]
+    job = subprocess.Popen(
+        [*command, "--log", str(folder / "log"), *extra],
+        env=dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
         start_new_session=True,
     )
+    assert job.stdout is not None
+    match = re.fullmatch(r"JOB ([0-9a-f]{32}) (\S+)\n", job.stdout.readline())
+    assert match, "the job did not start"
+    return job, match.group(1), match.group(2)
 
 
-def _wait_for(job: subprocess.Popen[str], done: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
+def _wait_for(job: subprocess.Popen[str], done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 180
     while not done():
-        assert job.poll() is None, f"the job ended early: {job.stderr.read()[-2000:]}"
+        assert job.poll() is None, "the job ended early"
         assert time.monotonic() < deadline, "the job did not get there in time"
         time.sleep(0.1)
 
 
-def _ids(folder: Path, include_in_progress: bool) -> list[str]:
+def _ids(folder: Path, include_in_progress: bool = True) -> list[str]:
     if not folder.exists():
         return []
     return [r["event_id"] for r in read_events(folder, include_in_progress=include_in_progress)]
+
+
+def _write_inputs(path: Path, events: list[AgentEvent]) -> None:
+    path.write_text("".join(event.model_dump_json() + "\n" for event in events))
 
 
 @pytest.mark.e2e
@@ -220,35 +227,41 @@ def test_flink_job_stopped_with_a_savepoint_then_killed_loses_no_flushed_event(
 ) -> None:
     first, second = _events(40), _events(30, start=40)
     (tmp_path / "inputs").mkdir()
-    (tmp_path / "inputs" / "first.jsonl").write_text(
-        "".join(e.model_dump_json() + "\n" for e in first)
-    )
+    _write_inputs(tmp_path / "inputs" / "first.jsonl", first)
     log = tmp_path / "log"
 
-    job = _job("savepoint", tmp_path, "--expect", "40", "--savepoints", str(tmp_path / "sp"))
-    try:
-        stdout, stderr = job.communicate(timeout=180)
+    job, job_id, address = _start_job(tmp_path)
+    try:  # every event flushed by the background flusher, then `streamagents savepoint`
+        _wait_for(job, lambda: len(_ids(log)) == len(first))
+        cli = str(Path(sys.executable).parent / "streamagents")
+        target = str(tmp_path / "savepoints")
+        stop = subprocess.run(
+            [cli, "savepoint", job_id, "--jobmanager", address, "--target-dir", target],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert stop.returncode == 0, stop.stderr
+        assert job.wait(timeout=120) == 0
     finally:
         os.killpg(job.pid, signal.SIGKILL)
-    match = re.search(r"SAVEPOINT (\S+)", stdout)
-    assert match, stderr[-3000:]
+        job.wait()
     # PyFlink never called close(): the files stayed in progress, their flushed blocks readable
     assert event_log_files(log) == [] and len(_in_progress(log)) == 2
-    assert sorted(_ids(log, include_in_progress=True)) == sorted(e.event_id for e in first)
+    assert sorted(_ids(log)) == sorted(e.event_id for e in first)
     stopped_files = {p.name for p in _in_progress(log)}
 
-    (tmp_path / "inputs" / "second.jsonl").write_text(
-        "".join(e.model_dump_json() + "\n" for e in second)
-    )
+    _write_inputs(tmp_path / "inputs" / "second.jsonl", second)
     every_id = {e.event_id for e in first + second}
-    job = _job("run", tmp_path, "--restore", match.group(1))
+    job, _, _ = _start_job(tmp_path, "--restore", stop.stdout.strip())
     try:
-        _wait_for(job, lambda: set(_ids(log, include_in_progress=True)) >= every_id, 180)
+        _wait_for(job, lambda: set(_ids(log)) >= every_id)
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
     # the restored subtasks' open() finished the files the stopped attempt left behind
-    assert {"." + p.name + ".inprogress" for p in event_log_files(log)} == stopped_files
+    assert {f".{p.name}.inprogress" for p in event_log_files(log)} == stopped_files
     finalize_in_progress(log)  # the killed attempt's files, as the next open() would
     assert _in_progress(log) == []
     assert set(_ids(log, include_in_progress=False)) == every_id
