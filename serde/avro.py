@@ -321,7 +321,8 @@ def to_record(
     level: LogLevel | str = LogLevel.STANDARD,
     text_limit: int = DEFAULT_TEXT_LIMIT,
 ) -> dict[str, Any]:
-    """The Avro record of an event (a model or its JSON text) for a schema version.
+    """The Avro record of an event (a model or its JSON text) for a schema version, for
+    fastavro: each non-null union value is a `(branch name, value)` pair.
 
     JSON text is validated as an `AgentEvent` first (a pydantic ValidationError, which is a
     ValueError, names what is wrong), so every record handed to fastavro has the right
