@@ -22,7 +22,12 @@ from typing import Any
 import fastavro
 from fastavro.write import Writer
 
-from streamagents.connectors.eventlog import SYNC_INTERVAL, EventLogWriter, default_codec
+from streamagents.connectors.eventlog import (
+    DEFLATE_LEVEL,
+    SYNC_INTERVAL,
+    EventLogWriter,
+    default_codec,
+)
 from streamagents.serde.avro import LATEST_VERSION, from_record, parsed_schema, to_record
 from streamagents.serde.chat import TokenUsage
 from streamagents.serde.events import AgentEvent, new_event
@@ -118,7 +123,14 @@ def read_dicts(directory: Path, version: int | None = None) -> list[dict[str, An
 def serialize_only(records: list[dict[str, Any]], codec: str) -> bytes:
     """Prebuilt Avro records written to an in-memory container file: fastavro's share."""
     buffer = io.BytesIO()
-    writer = Writer(buffer, parsed_schema(LATEST_VERSION), codec=codec, sync_interval=SYNC_INTERVAL)
+    level = DEFLATE_LEVEL if codec == "deflate" else None
+    writer = Writer(
+        buffer,
+        parsed_schema(LATEST_VERSION),
+        codec=codec,
+        sync_interval=SYNC_INTERVAL,
+        compression_level=level,
+    )
     for record in records:
         writer.write(record)
     writer.flush()

@@ -35,11 +35,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Read under this schema version (default: newest).",
     )
     cat.add_argument("--json", action="store_true", help="Print each event as a JSON object.")
+    _add_in_progress_flag(cat)
     cat.set_defaults(handler=_cat)
     stats = commands.add_parser("stats", help="Counts, tokens, errors and latency percentiles.")
     stats.add_argument("path", help="An event log file or a directory of them.")
     stats.add_argument("--json", action="store_true", help="Print the summary as JSON.")
+    _add_in_progress_flag(stats)
     stats.set_defaults(handler=_stats)
+
+
+def _add_in_progress_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--include-in-progress",
+        action="store_true",
+        help="Also read files still being written (or left by a stopped job), up to their "
+        "last flushed block.",
+    )
 
 
 def _jsonable(value: Any) -> Any:
@@ -89,7 +100,8 @@ def _line(record: dict[str, Any]) -> str:
 
 def _cat(args: argparse.Namespace) -> int:
     try:
-        for record in read_events(args.path, args.version):
+        records = read_events(args.path, args.version, include_in_progress=args.include_in_progress)
+        for record in records:
             if args.json:
                 print(json.dumps(_jsonable(record), ensure_ascii=False))
             else:
@@ -156,7 +168,7 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def _stats(args: argparse.Namespace) -> int:
     try:
-        summary = summarize(read_events(args.path))
+        summary = summarize(read_events(args.path, include_in_progress=args.include_in_progress))
     except FileNotFoundError as error:
         print(f"streamagents eventlog: {error}", file=sys.stderr)
         return 2

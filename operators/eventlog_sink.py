@@ -1,28 +1,45 @@
 """The event-log sink: a PyFlink function that writes event JSON records to Avro files.
 
 `sink_event_log` attaches one `EventLogSinkFunction` per subtask to a stream of
-`AgentEvent` JSON strings. Each subtask owns an `EventLogWriter` (opened in `open()`,
-finished in `close()`), so parallel subtasks write distinct files. A record that is not a
-valid event is not dropped silently: an `error` event naming the reason takes its place.
+`AgentEvent` JSON strings. Each subtask owns an `EventLogWriter`, so parallel subtasks
+write distinct files. A record that is not a valid event is not dropped silently: an
+`error` event naming the reason takes its place.
+
+PyFlink 2.3 (thread mode) calls a Python function's `close()` only at the end of a bounded
+input: not on stop-with-savepoint, cancel, failover or a kill, and Python functions get no
+checkpoint hook. So the sink does not rely on `close()`: a background thread writes the
+buffered events out every `flush_seconds` (and rolls files by age), and `open()` finalizes
+the in-progress files an earlier attempt left behind, cut after their last complete block.
+An earlier attempt still alive in this interpreter (a restart after a failure in thread
+mode: its `close()` never ran, its flusher still ticks) is closed first, losing nothing.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 from pyflink.datastream import DataStream, ProcessFunction, RuntimeContext
 
 from streamagents.connectors.eventlog import (
+    DEFAULT_FLUSH_SECONDS,
     DEFAULT_ROLL_BYTES,
     DEFAULT_ROLL_SECONDS,
     EventLogWriter,
+    finalize_in_progress,
 )
 from streamagents.serde.avro import LogLevel
 from streamagents.serde.events import EventType, new_event
 
 __all__ = ["EventLogSinkFunction", "invalid_record_event", "sink_event_log", "subtask_index"]
+
+# The open sink of each (directory, subtask index) in this interpreter, so that a restarted
+# attempt can close the one it replaces.
+_LIVE: dict[tuple[str, int], EventLogSinkFunction] = {}
+_LIVE_LOCK = threading.Lock()
 
 
 def invalid_record_event(raw: str, error: ValueError) -> str:
@@ -70,22 +87,53 @@ def subtask_index(runtime_context: RuntimeContext) -> int:
 class EventLogSinkFunction(ProcessFunction):
     """Writes each incoming event JSON string to this subtask's rolling Avro files."""
 
-    def __init__(self, directory: str, level: str, roll_bytes: int, roll_seconds: float) -> None:
+    def __init__(
+        self,
+        directory: str,
+        level: str,
+        roll_bytes: int,
+        roll_seconds: float,
+        flush_seconds: float = DEFAULT_FLUSH_SECONDS,
+    ) -> None:
         self.directory = directory
         self.level = level
         self.roll_bytes = roll_bytes
         self.roll_seconds = roll_seconds
+        self.flush_seconds = flush_seconds
         self.writer: EventLogWriter | None = None
+        self._stop: threading.Event | None = None
+        self._key: tuple[str, int] | None = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        """Start this subtask's writer."""
-        self.writer = EventLogWriter(
+        """Finalize files earlier attempts left in progress, start the writer and its flusher.
+
+        Taken: this subtask index's files (an earlier attempt of this subtask, now gone) and
+        files of any index not touched for twice roll_seconds (a live writer rolls sooner)."""
+        index = subtask_index(runtime_context)
+        self._key = (str(Path(self.directory).resolve()), index)
+        with _LIVE_LOCK:
+            previous = _LIVE.get(self._key)
+            _LIVE[self._key] = self
+        if previous is not None:
+            previous.close()
+        finalize_in_progress(self.directory, subtask=index, stale_after=2 * self.roll_seconds)
+        writer = EventLogWriter(
             self.directory,
             level=self.level,
             roll_bytes=self.roll_bytes,
             roll_seconds=self.roll_seconds,
-            subtask=subtask_index(runtime_context),
+            flush_seconds=self.flush_seconds,
+            subtask=index,
         )
+        self.writer = writer
+        stop = self._stop = threading.Event()
+        tick = min(self.flush_seconds, self.roll_seconds) / 2
+
+        def flush_while_running() -> None:
+            while not stop.wait(tick):
+                writer.roll_if_due()
+
+        threading.Thread(target=flush_while_running, name="event-log-flush", daemon=True).start()
 
     def process_element(self, value: str, ctx: ProcessFunction.Context) -> Any:
         """Append one event; an invalid record is logged as an error event instead."""
@@ -97,7 +145,13 @@ class EventLogSinkFunction(ProcessFunction):
         return iter(())
 
     def close(self) -> None:
-        """Finish the open file so that it gets its final name."""
+        """Stop the flusher and finish the open file (called at the end of bounded input)."""
+        with _LIVE_LOCK:
+            if self._key is not None and _LIVE.get(self._key) is self:
+                del _LIVE[self._key]
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -109,10 +163,13 @@ def sink_event_log(
     level: str = "standard",
     roll_bytes: int = DEFAULT_ROLL_BYTES,
     roll_seconds: float = DEFAULT_ROLL_SECONDS,
+    flush_seconds: float = DEFAULT_FLUSH_SECONDS,
 ) -> None:
-    """Write a stream of `AgentEvent` JSON strings as Avro event log files in `directory`."""
+    """Write a stream of `AgentEvent` JSON strings as Avro event log files in `directory`.
+
+    Run the job with `env.execute()` / `execute_async()`: PyFlink 2.3's `execute_and_collect`
+    keeps only the collected stream's own operators, so this branch would not run."""
     if LogLevel.parse(level) is LogLevel.OFF:
         return
-    events.process(EventLogSinkFunction(directory, level, roll_bytes, roll_seconds)).name(
-        "event-log-sink"
-    ).uid("streamagents-event-log-sink")
+    function = EventLogSinkFunction(directory, level, roll_bytes, roll_seconds, flush_seconds)
+    events.process(function).name("event-log-sink").uid("streamagents-event-log-sink")
