@@ -18,6 +18,7 @@ import urllib.error
 from pathlib import Path
 from typing import Any
 
+from streamagents.connectors.eventlog import finalize_in_progress
 from streamagents.jobs.cluster import flink_home, free_port, rest_call, script_environment
 from streamagents.jobs.model_choice import demo_banner, demo_server, model_spec
 from streamagents.jobs.progress import (
@@ -187,6 +188,11 @@ def _run(args: argparse.Namespace) -> int:
             print("interrupted: cancelling the job", file=sys.stderr)
             client.cancel().result()
             last, state = None, "CANCELED"
+    if spec.event_log is not None:
+        # Flink calls a Python function's close() only at the end of a bounded input, so a
+        # job stopped with a savepoint or cancelled leaves its event-log files in progress;
+        # the job is over and no writer is left, so give them their finished names now.
+        finalize_in_progress(spec.event_log.path)
     print(summary(spec, state, time.monotonic() - started, last))
     if demo:
         print("  model         DEMO - answers came from a scripted test double, not an LLM")

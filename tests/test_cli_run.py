@@ -192,6 +192,10 @@ def test_savepoint_then_resume_answers_new_tickets_and_repeats_none(tmp_path: Pa
     ids = Counter(r["id"] for r in read_jsonl(answers))
     assert sorted(ids) == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005", "T-2001", "T-2002"]
     assert set(ids.values()) == {1}
+    events = spec.parent / "out" / "support_tickets" / "events"
+    assert not list(events.glob(".*.inprogress")), "run finishes the log files of a stopped job"
+    logged = {e["event_id"] for e in read_events(events) if e["event_type"] == "output"}
+    assert len(logged) == 7
 
 
 @pytest.mark.e2e
