@@ -43,6 +43,7 @@ class EngineMetrics:
         self.tokens_out = group.counter("tokens_out")
         self.dead_letters = group.counter("dead_letters")
         self.calls_reissued = group.counter("calls_reissued")
+        self.histories_expired = group.counter("histories_expired")
         group.gauge("in_flight", in_flight)
         group.gauge("busy_keys", busy_keys)
         self._latency = group.distribution("model_latency_ms")
