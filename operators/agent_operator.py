@@ -372,17 +372,17 @@ class AgentFunction(KeyedProcessFunction):
         if due is not None:
             ctx.timer_service().register_processing_time_timer(due)
 
-    def _clean_up(self, timestamp: int, now_ms: int) -> None:
-        """On the cleanup timer of an idle key: drop its history if it has expired."""
+    def _clean_up(self, timestamp: int) -> None:
+        """On the cleanup timer of an idle key: drop its history, which has expired.
+
+        Every history write moves the due time to that write + TTL, so a timer that still
+        finds its own time there fires after the history's expiry (no need to decode it).
+        """
         if self._ttl_ms is None or self._cleanup_at.value() != timestamp:
             return
         if self._queue_tail.value() is not None:
             return
-        stored = self._history.value()
-        if stored is not None:
-            updated_ms = StoredHistory.decode(stored).updated_ms
-            if not self._runtime.history_expired(updated_ms, max(now_ms, timestamp)):
-                return
+        if self._history.value() is not None:
             self._history.clear()
             self._metrics.histories_expired.inc()
         self._cleanup_at.clear()
@@ -409,7 +409,7 @@ class AgentFunction(KeyedProcessFunction):
             stored = self._run.value()
             if stored is None:
                 if not draining:
-                    self._clean_up(timestamp, now)
+                    self._clean_up(timestamp)
                 return
             yield from self._resume(stored, key, ctx, now)
             return
