@@ -188,11 +188,7 @@ class AgentFunction(KeyedProcessFunction):
         self._draining = False
         self._drain_ts = FAR_FUTURE_MS
         self._closed = False
-        self._metrics = EngineMetrics(
-            runtime_context.get_metrics_group().add_group("streamagents"),
-            in_flight=lambda: self._loop.in_flight,
-            busy_keys=lambda: len(self._calls),
-        )
+        self._metrics = EngineMetrics(runtime_context.get_metrics_group().add_group("streamagents"))
 
     def close(self) -> None:
         """Stop the loop thread (cancelling calls still running) and close the runtime."""
@@ -341,7 +337,13 @@ class AgentFunction(KeyedProcessFunction):
             kind=state.pending.kind,
         )
         self._calls[key] = call
+        self._count_calls()
         self._arm(call, ctx, now_ms)
+
+    def _count_calls(self) -> None:
+        """Move the in-flight and busy-key levels to the current counts (task thread only)."""
+        self._metrics.in_flight.set(self._loop.in_flight)
+        self._metrics.busy_keys.set(len(self._calls))
 
     def _arm(self, call: _Call, ctx: Any, now_ms: int) -> None:
         if self._draining:
@@ -420,10 +422,12 @@ class AgentFunction(KeyedProcessFunction):
             now = ctx.timer_service().current_processing_time()
         if call.future.done():
             del self._calls[key]
+            self._count_calls()
             yield from self._harvest(call, key, ctx, now)
         elif now >= call.state.started_ms + self._timeout_ms + _TIMEOUT_GRACE_MS:
             call.future.cancel()
             del self._calls[key]
+            self._count_calls()
             step = self._off_task(self._runtime.timeout, call.state, now)
             yield from self._continue(step, _totals(call.state), call.history, key, ctx, now)
         else:
