@@ -22,6 +22,8 @@ from pyflink.metrics import Counter, MetricGroup
 __all__ = ["EngineMetrics", "Level", "UsageTotals"]
 
 _WINDOW = 1024
+_EVERY_CALL = 64  # the percentiles follow each of the first 64 model calls,
+_REFRESH_EVERY = 16  # then every 16th one (sorting the window takes ~27 us)
 
 
 class UsageTotals(NamedTuple):
@@ -48,7 +50,7 @@ class Level:
 
 
 class EngineMetrics:
-    """Counters, gauges and latency figures of one agent operator subtask."""
+    """Counters and latency figures of one agent operator subtask."""
 
     def __init__(self, group: MetricGroup) -> None:
         self.runs_started = group.counter("runs_started")
@@ -65,6 +67,7 @@ class EngineMetrics:
         self.busy_keys = Level(group.counter("busy_keys"))
         self._latency = group.distribution("model_latency_ms")
         self._recent: deque[int] = deque(maxlen=_WINDOW)
+        self._observed = 0
         self._percentiles = [
             (share, Level(group.counter(f"model_latency_{name}_ms")))
             for name, share in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
@@ -75,6 +78,9 @@ class EngineMetrics:
         value = round(milliseconds)
         self._latency.update(value)
         self._recent.append(value)
+        self._observed += 1
+        if self._observed > _EVERY_CALL and self._observed % _REFRESH_EVERY:
+            return
         recent = sorted(self._recent)
         for share, level in self._percentiles:
             level.set(recent[min(len(recent) - 1, int(share * len(recent)))])
