@@ -15,12 +15,18 @@ fires it and the function then waits for that key's calls, re-arming at increasi
 timestamps until the key is idle. After a restore a run without a live call has its
 pending action performed again (calls are at-least-once; state and outputs are
 exactly-once with a transactional sink).
+
+With a memory TTL, a run that ends sets a processing-time cleanup timer at its history's
+expiry (the due time is kept in keyed state); when it fires on an idle key whose history
+has expired, the history leaves state. Flink's own state TTL is not used: building its
+config needs the Py4J gateway, which a TaskManager's embedded Python does not have.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
+import math
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,14 +34,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyflink.common import Types
-from pyflink.common.time import Time
 from pyflink.datastream import KeyedProcessFunction, OutputTag, ProcessFunction, RuntimeContext
 from pyflink.datastream.functions import TimeDomain
-from pyflink.datastream.state import (
-    MapStateDescriptor,
-    StateTtlConfig,
-    ValueStateDescriptor,
-)
+from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from streamagents.operators.config import AgentConfig
 from streamagents.operators.engine_loop import EngineLoop, Timed
@@ -161,13 +162,14 @@ class AgentFunction(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         """Declare the keyed state, build the runtime, start the loop thread."""
         self._run = runtime_context.get_state(ValueStateDescriptor("run", Types.STRING()))
-        history = ValueStateDescriptor("history", Types.PICKLED_BYTE_ARRAY())
+        self._history = runtime_context.get_state(
+            ValueStateDescriptor("history", Types.PICKLED_BYTE_ARRAY())
+        )
+        self._cleanup_at = runtime_context.get_state(
+            ValueStateDescriptor("cleanup_at", Types.LONG())
+        )
         ttl = self._config.memory.ttl_seconds
-        if ttl is not None:
-            history.enable_time_to_live(
-                StateTtlConfig.new_builder(Time.milliseconds(int(ttl * 1000) + 1)).build()
-            )
-        self._history = runtime_context.get_state(history)
+        self._ttl_ms = None if ttl is None else math.ceil(ttl * 1000)
         self._queue = runtime_context.get_map_state(
             MapStateDescriptor("queue", Types.LONG(), Types.STRING())
         )
@@ -186,11 +188,7 @@ class AgentFunction(KeyedProcessFunction):
         self._draining = False
         self._drain_ts = FAR_FUTURE_MS
         self._closed = False
-        self._metrics = EngineMetrics(
-            runtime_context.get_metrics_group().add_group("streamagents"),
-            in_flight=lambda: self._loop.in_flight,
-            busy_keys=lambda: len(self._calls),
-        )
+        self._metrics = EngineMetrics(runtime_context.get_metrics_group().add_group("streamagents"))
 
     def close(self) -> None:
         """Stop the loop thread (cancelling calls still running) and close the runtime."""
@@ -324,6 +322,7 @@ class AgentFunction(KeyedProcessFunction):
         if step.history is not None:
             self._history.update(StoredHistory(updated_ms=now_ms, messages=step.history).encode())
         self._run.clear()
+        self._arm_cleanup(ctx, now_ms if step.history is not None else None)
         return False
 
     def _issue(
@@ -338,7 +337,13 @@ class AgentFunction(KeyedProcessFunction):
             kind=state.pending.kind,
         )
         self._calls[key] = call
+        self._count_calls()
         self._arm(call, ctx, now_ms)
+
+    def _count_calls(self) -> None:
+        """Move the in-flight and busy-key levels to the current counts (task thread only)."""
+        self._metrics.in_flight.set(self._loop.in_flight)
+        self._metrics.busy_keys.set(len(self._calls))
 
     def _arm(self, call: _Call, ctx: Any, now_ms: int) -> None:
         if self._draining:
@@ -352,10 +357,47 @@ class AgentFunction(KeyedProcessFunction):
         call.poll_at = now_ms + max(1, min(delay, deadline - now_ms))
         ctx.timer_service().register_processing_time_timer(call.poll_at)
 
+    def _arm_cleanup(self, ctx: Any, written_ms: int | None) -> None:
+        """After a run: set the cleanup timer at the history's expiry (later if just written).
+
+        The timer is set again even when its time is unchanged: one that fired while the
+        key was busy did nothing, and the key is now (or soon) idle.
+        """
+        if self._ttl_ms is None:
+            return
+        due = self._cleanup_at.value()
+        if written_ms is not None:
+            if due is not None:
+                ctx.timer_service().delete_processing_time_timer(due)
+            due = written_ms + self._ttl_ms
+            self._cleanup_at.update(due)
+        if due is not None:
+            ctx.timer_service().register_processing_time_timer(due)
+
+    def _clean_up(self, timestamp: int) -> None:
+        """On the cleanup timer of an idle key: drop its history, which has expired.
+
+        Every history write moves the due time to that write + TTL, so a timer that still
+        finds its own time there fires after the history's expiry (no need to decode it).
+        """
+        if self._ttl_ms is None or self._cleanup_at.value() != timestamp:
+            return
+        if self._queue_tail.value() is not None:
+            return
+        if self._history.value() is not None:
+            self._history.clear()
+            self._metrics.histories_expired.inc()
+        self._cleanup_at.clear()
+
     # -- timers ----------------------------------------------------------------------------
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
-        """Look for the key's call result: advance the run when it is there, else look later."""
+        """Look for the key's call result: advance the run when it is there, else look later.
+
+        A processing-time timer for a key without a live call is the memory cleanup timer
+        (when the key has no run) or, after a restore, the cue to perform the run's action
+        again. The cleanup timer of a busy key does nothing; the run's end sets it again.
+        """
         if self._closed:
             return
         key = ctx.get_current_key()
@@ -366,7 +408,12 @@ class AgentFunction(KeyedProcessFunction):
         call = self._calls.get(key)
         now = ctx.timer_service().current_processing_time()
         if call is None:
-            yield from self._resume(key, ctx, now)
+            stored = self._run.value()
+            if stored is None:
+                if not draining:
+                    self._clean_up(timestamp)
+                return
+            yield from self._resume(stored, key, ctx, now)
             return
         if (call.drain_at if draining else call.poll_at) not in (timestamp, None):
             return
@@ -375,20 +422,19 @@ class AgentFunction(KeyedProcessFunction):
             now = ctx.timer_service().current_processing_time()
         if call.future.done():
             del self._calls[key]
+            self._count_calls()
             yield from self._harvest(call, key, ctx, now)
         elif now >= call.state.started_ms + self._timeout_ms + _TIMEOUT_GRACE_MS:
             call.future.cancel()
             del self._calls[key]
+            self._count_calls()
             step = self._off_task(self._runtime.timeout, call.state, now)
             yield from self._continue(step, _totals(call.state), call.history, key, ctx, now)
         else:
             self._arm(call, ctx, now)
 
-    def _resume(self, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
-        """A timer for a key without a live call: after a restore, perform its action again."""
-        stored = self._run.value()
-        if stored is None:
-            return
+    def _resume(self, stored: str, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
+        """A timer for a key with a run but no live call: after a restore, perform it again."""
         state = RunState.model_validate_json(stored)
         history = self._load_history(now_ms)
         if now_ms >= state.started_ms + self._timeout_ms:
@@ -445,4 +491,5 @@ class AgentFunction(KeyedProcessFunction):
             ),
         )
         self._run.clear()
+        self._arm_cleanup(ctx, None)
         yield from self._begin(self._dequeue(), key, ctx)

@@ -2,21 +2,28 @@
 
 PyFlink offers counters, gauges, meters and distributions but no histogram, so model
 latency is reported twice: as a distribution (`model_latency_ms`: count, min, max, mean
-over the job's life) and as percentile gauges (`model_latency_p50_ms`, `_p95_ms`,
-`_p99_ms`) over the last 1024 model calls.
+over the job's life) and as percentiles (`model_latency_p50_ms`, `_p95_ms`, `_p99_ms`)
+over the last 1024 model calls.
+
+No metric is a PyFlink gauge: in thread mode a gauge is a Python callable that Flink's
+metrics thread calls through pemja whenever the metrics are queried (the web UI, the REST
+API), and such calls crashed the JVM (SIGSEGV in `take_gil`) while the task thread ran
+Python. Values that go up and down (`in_flight`, `busy_keys`, the percentiles) are
+`Level`s instead: counters the task thread moves to the current value.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from typing import NamedTuple
 
-from pyflink.metrics import MetricGroup
+from pyflink.metrics import Counter, MetricGroup
 
-__all__ = ["EngineMetrics", "UsageTotals"]
+__all__ = ["EngineMetrics", "Level", "UsageTotals"]
 
 _WINDOW = 1024
+_EVERY_CALL = 64  # the percentiles follow each of the first 64 model calls,
+_REFRESH_EVERY = 16  # then every 16th one (sorting the window takes ~27 us)
 
 
 class UsageTotals(NamedTuple):
@@ -28,12 +35,24 @@ class UsageTotals(NamedTuple):
     tokens_out: int = 0
 
 
-class EngineMetrics:
-    """Counters, gauges and latency figures of one agent operator subtask."""
+class Level:
+    """A value that goes up and down, kept in a Flink counter that is moved to it."""
 
-    def __init__(
-        self, group: MetricGroup, in_flight: Callable[[], int], busy_keys: Callable[[], int]
-    ) -> None:
+    def __init__(self, counter: Counter) -> None:
+        self._counter = counter
+        self._value = 0
+
+    def set(self, value: int) -> None:
+        """Make the counter show `value`."""
+        if value != self._value:
+            self._counter.inc(value - self._value)
+            self._value = value
+
+
+class EngineMetrics:
+    """Counters and latency figures of one agent operator subtask."""
+
+    def __init__(self, group: MetricGroup) -> None:
         self.runs_started = group.counter("runs_started")
         self.runs_finished = group.counter("runs_finished")
         self.runs_failed = group.counter("runs_failed")
@@ -43,25 +62,28 @@ class EngineMetrics:
         self.tokens_out = group.counter("tokens_out")
         self.dead_letters = group.counter("dead_letters")
         self.calls_reissued = group.counter("calls_reissued")
-        group.gauge("in_flight", in_flight)
-        group.gauge("busy_keys", busy_keys)
+        self.histories_expired = group.counter("histories_expired")
+        self.in_flight = Level(group.counter("in_flight"))
+        self.busy_keys = Level(group.counter("busy_keys"))
         self._latency = group.distribution("model_latency_ms")
         self._recent: deque[int] = deque(maxlen=_WINDOW)
-        for name, share in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99)):
-            group.gauge(f"model_latency_{name}_ms", self._percentile_reader(share))
-
-    def _percentile_reader(self, share: float) -> Callable[[], int]:
-        def read() -> int:
-            recent = sorted(self._recent)
-            return recent[min(len(recent) - 1, int(share * len(recent)))] if recent else 0
-
-        return read
+        self._observed = 0
+        self._percentiles = [
+            (share, Level(group.counter(f"model_latency_{name}_ms")))
+            for name, share in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+        ]
 
     def model_latency(self, milliseconds: float) -> None:
         """Record the wall time of one model call."""
         value = round(milliseconds)
         self._latency.update(value)
         self._recent.append(value)
+        self._observed += 1
+        if self._observed > _EVERY_CALL and self._observed % _REFRESH_EVERY:
+            return
+        recent = sorted(self._recent)
+        for share, level in self._percentiles:
+            level.set(recent[min(len(recent) - 1, int(share * len(recent)))])
 
     def usage(self, before: UsageTotals, after: UsageTotals) -> None:
         """Count the calls and tokens a run consumed between two of its snapshots."""

@@ -1,13 +1,15 @@
 """Tools the operator e2e jobs give their agent; Flink's embedded Python imports this module.
 
 They are ordinary tools (not doubles): the image tool returns real media bytes, the slow
-ones report when they ran so a test can see that one turn's calls overlapped.
+ones report when they ran so a test can see that one turn's calls overlapped. `hold` is
+the map the jobs put before the agent to space an input in time from those before it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 
 from streamagents.serde.messages import ImagePart, TextPart
@@ -72,6 +74,13 @@ async def slow_b() -> str:
 def read_sensor() -> str:
     """Read the sensor (it is offline and always fails)."""
     raise RuntimeError("sensor offline")
+
+
+def hold(line: str) -> str:
+    """Pass an input line on, after sleeping the `hold_s` seconds the line asks for."""
+    if '"hold_s"' in line:
+        time.sleep(json.loads(line)["hold_s"])
+    return line
 
 
 TOOL_PATHS = [

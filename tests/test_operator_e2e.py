@@ -1,7 +1,8 @@
 """The agent operator end to end: one mini-cluster job, a real Gemini adapter, a loopback stub.
 
-The job runs every scenario of `gemini_script` at once (parallelism 2); the tests below
-each check one promised behaviour on what the job emitted and what the stub received.
+The job runs every scenario of `gemini_script` at once (parallelism 2) with a one-second
+memory TTL; the tests below each check one promised behaviour on what the job emitted
+and what the stub received.
 (That keyed state holds media refs, not bytes, is checked on checkpoints in
 `test_operator_recovery.py`, whose job keeps checkpointing while runs are pending.)
 """
@@ -28,6 +29,7 @@ from streamagents.connectors.testing.stub_server import LoopbackStubServer
 from streamagents.operators import (
     AgentConfig,
     Budgets,
+    MemoryConfig,
     ModelSpec,
     agent_stream,
     configure_environment,
@@ -38,8 +40,11 @@ pytestmark = pytest.mark.e2e
 
 TOOL_IMAGE = e2e_tools.image_bytes(7)
 PHOTO = e2e_tools.image_bytes(99, 5000)
+MEMORY_TTL_S = 1.0
+HOLD_S = 6.0
 
 GOOD = [
+    {"id": "mem-1", "key": "mem", "text": "scenario:plain remember-me"},
     {"id": "img-1", "key": "image", "text": "scenario:image show me picture 7"},
     {"id": "two-1", "key": "two", "text": "scenario:two_step weather in Paris?"},
     {"id": "par-1", "key": "par", "text": "scenario:parallel run both"},
@@ -58,6 +63,7 @@ GOOD = [
     {"id": "broken-1", "key": "broken", "text": "scenario:broken please"},
     *({"id": f"plain-{i}", "key": f"p{i % 10}", "text": f"scenario:plain n{i}"} for i in range(40)),
     *({"id": f"slow-{i}", "key": f"s{i}", "text": f"scenario:slow n{i}"} for i in range(40)),
+    {"id": "mem-2", "key": "mem", "text": "scenario:plain later", "hold_s": HOLD_S},
 ]
 BAD = [
     "not json",
@@ -138,11 +144,16 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             tools=e2e_tools.TOOL_PATHS,
             max_in_flight=8,
             budgets=Budgets(max_model_calls=3, run_timeout_s=60),
+            memory=MemoryConfig(ttl_seconds=MEMORY_TTL_S),
             media_store=str(root / "media"),
             offload_threshold_bytes=1024,
         )
         lines = [json.dumps(r) for r in GOOD] + BAD
-        records = env.from_collection(lines, type_info=Types.STRING())
+        records = (
+            env.from_collection(lines, type_info=Types.STRING())
+            .map(e2e_tools.hold, Types.STRING())
+            .set_parallelism(1)
+        )
         streams = agent_stream(records, config)
         tagged = streams.outputs.map(lambda s: ("output", s), Types.PICKLED_BYTE_ARRAY()).union(
             streams.events.map(lambda s: ("event", s), Types.PICKLED_BYTE_ARRAY()),
@@ -164,6 +175,11 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
         "root": root,
         "metrics": metrics.sums,
     }
+
+
+def request_texts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The text parts of a recorded generateContent request's contents, in order."""
+    return [t for c in body["contents"] for t in c.get("parts", []) if "text" in t]
 
 
 def output_of(job: Any, input_id: str) -> dict[str, Any]:
@@ -264,10 +280,20 @@ def test_a_keys_second_input_waits_for_its_first_run(job: Any) -> None:
     (first,) = job["script"].turns_of("scenario:ordered first")
     (second,) = job["script"].turns_of("scenario:ordered second")
     assert second.received >= first.replied
-    history = [t for c in second.body["contents"] for t in c.get("parts", []) if "text" in t]
-    assert {"text": "first done"} in history
+    assert {"text": "first done"} in request_texts(second.body)
     ids = [o["id"] for o in job["outputs"] if o["key"] == "ordered"]
     assert ids == ["ord-1", "ord-2"]
+
+
+def test_history_is_kept_within_the_memory_ttl_and_removed_after_it(job: Any) -> None:
+    (second_ordered,) = job["script"].turns_of("scenario:ordered second")
+    assert {"text": "first done"} in request_texts(second_ordered.body)
+    (first,) = job["script"].turns_of("scenario:plain remember-me")
+    (later,) = job["script"].turns_of("scenario:plain later")
+    assert later.received - first.replied > MEMORY_TTL_S + 1, "the hold did not space them"
+    texts = request_texts(later.body)
+    assert texts == [{"text": "scenario:plain later"}]
+    assert job["metrics"]["histories_expired"] > 0, "no cleanup timer removed a history"
 
 
 def test_input_image_is_offloaded_and_resolved_into_the_request(job: Any) -> None:
