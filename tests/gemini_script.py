@@ -164,4 +164,4 @@ class GeminiScript:
 
     @staticmethod
     def _held(step: int, text: str) -> tuple[dict[str, Any], float]:
-        return text_reply("held " + text.split()[-1]), 4.0
+        return text_reply("held " + text.split()[-1]), 8.0

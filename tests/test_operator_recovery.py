@@ -123,6 +123,22 @@ def checkpoint_number(folder: Path) -> int:
     return int(latest.name.split("-")[1]) if latest is not None else 0
 
 
+def held_run_checkpointed(folder: Path, stub: LoopbackStubServer) -> Callable[[], bool]:
+    """Whether a checkpoint triggered after the held photo's model call began has completed.
+
+    The call is held for 8 s, so that checkpoint holds the photo's run in progress."""
+    state: dict[str, int] = {}
+
+    def check() -> bool:
+        if "asked_at" not in state:
+            if any(b"scenario:held" in request.body for request in list(stub.requests)):
+                state["asked_at"] = checkpoint_number(folder)
+            return False
+        return checkpoint_number(folder) >= state["asked_at"] + 2
+
+    return check
+
+
 def assert_state_holds_refs_not_bytes(checkpoint: Path, media: bytes) -> None:
     """The checkpoint names `media` by its digest (a run holds it) but holds none of its bytes."""
     blobs = [p.read_bytes() for p in checkpoint.rglob("*") if p.is_file()]
@@ -140,10 +156,7 @@ def test_killed_job_resumes_from_its_last_checkpoint_with_each_output_once(
 ) -> None:
     script = GeminiScript()
     with LoopbackStubServer(script) as stub:
-        run_until(
-            job_command("run", workdir, stub),
-            lambda: checkpoint_number(workdir) >= 2 and len(script.turns) >= 12,
-        )
+        run_until(job_command("run", workdir, stub), held_run_checkpointed(workdir, stub))
         checkpoint = latest_checkpoint(workdir)
         assert checkpoint is not None
         assert_state_holds_refs_not_bytes(checkpoint, PHOTO)
