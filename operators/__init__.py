@@ -82,7 +82,7 @@ def agent_stream(
     `uid` names the stateful operator for savepoints (default: `config.job_id`).
     """
     name = uid or config.job_id
-    parsed = records.process(ParseRecords(config.key_field), output_type=KEYED_INPUT_TYPE)
+    parsed = records.process(ParseRecords(config), output_type=KEYED_INPUT_TYPE)
     # Parse at the input's parallelism so it chains to it: a key's inputs then reach the
     # agent in the order of their source partition (a rebalance would reorder them).
     parallelism = records._j_data_stream.getParallelism()

@@ -1,7 +1,9 @@
 """The PyFlink functions of the agent engine: parse and validate, then one keyed agent function.
 
 `ParseRecords` runs before `key_by`: a line that cannot become a run goes to the dead-letter
-side output with the reason and the raw line; a good one goes on as `(key, raw line)`.
+side output with the reason and the raw line; a good one goes on as `(key, line)`, its
+inline media above the offload threshold already in the media store and the line holding
+their refs, so a queued input never keeps media bytes in keyed state.
 
 `AgentFunction` is a `KeyedProcessFunction` (thread mode) that keeps, per key, in keyed
 state: the run in progress (`RunState` JSON), the queue of inputs waiting for it (arrival
@@ -38,11 +40,18 @@ from pyflink.datastream import KeyedProcessFunction, OutputTag, ProcessFunction,
 from pyflink.datastream.functions import TimeDomain
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
+from streamagents.connectors.media import MediaStore
 from streamagents.operators.config import AgentConfig
 from streamagents.operators.engine_loop import EngineLoop, Timed
 from streamagents.operators.engine_metrics import EngineMetrics, UsageTotals
 from streamagents.operators.poll_schedule import PollSchedule
-from streamagents.operators.records import InputError, dead_letter_record, parse_input
+from streamagents.operators.records import (
+    InputError,
+    InputRecord,
+    dead_letter_record,
+    offload_input,
+    parse_input,
+)
 from streamagents.operators.runtime import AgentRuntime, Outcome, RunState, Step
 from streamagents.operators.stored_history import StoredHistory
 from streamagents.serde.messages import ChatMessage
@@ -63,7 +72,7 @@ DEAD_LETTERS_TAG = OutputTag("streamagents-dead-letters", Types.STRING())
 """Side output of both functions: dead-letter records (JSON strings)."""
 
 KEYED_INPUT_TYPE = Types.TUPLE([Types.STRING(), Types.STRING()])
-"""What `ParseRecords` emits: (key, raw input line)."""
+"""What `ParseRecords` emits: (key, input line with large inline media as refs)."""
 
 RuntimeFactory = Callable[[AgentConfig], AgentRuntime]
 """Builds the runtime a subtask drives, in `open()`; must be picklable (module level)."""
@@ -97,13 +106,35 @@ def _guess_id(raw: Any) -> str | None:
 
 
 class ParseRecords(ProcessFunction):
-    """Parses input lines: good ones go on as (key, raw line), bad ones to dead letters."""
+    """Parses input lines: good ones go on as (key, input line), bad ones to dead letters.
 
-    def __init__(self, key_field: str) -> None:
-        self._key_field = key_field
+    Inline media above the offload threshold go to the media store here, before the line
+    can wait in a key's queue, so keyed state never holds their bytes: the line goes on
+    with those parts as refs and its id written in (see `offload_input`).
+    """
+
+    def __init__(self, config: AgentConfig) -> None:
+        self._key_field = config.key_field
+        self._media_root = config.media_store
+        self._threshold = config.offload_threshold_bytes
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        """Start the thread the media store is used on (see `AgentFunction._off_task`)."""
+        self._store: MediaStore | None = None
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="streamagents-parse")
+
+    def close(self) -> None:
+        """Stop the media store's thread."""
+        self._worker.shutdown(wait=False)
+
+    def _offload(self, record: InputRecord) -> str:
+        """The record's line with large inline media stored (on the worker thread only)."""
+        if self._store is None:
+            self._store = MediaStore(self._media_root)
+        return offload_input(record, self._store, self._threshold)
 
     def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterator[Any]:
-        """Validate one line and route it."""
+        """Validate one line, offload its large inline media and route it."""
         try:
             if not isinstance(value, str):
                 raise InputError(
@@ -120,7 +151,25 @@ class ParseRecords(ProcessFunction):
                 ),
             )
             return
-        yield record.key, value
+        if not record.message.has_media:
+            yield record.key, value
+            return
+        try:
+            line = self._worker.submit(self._offload, record).result()
+        except Exception as error:
+            yield (
+                DEAD_LETTERS_TAG,
+                dead_letter_record(
+                    "parse",
+                    "MediaStoreError",
+                    _clip(f"{type(error).__name__}: {error}"),
+                    value,
+                    key=record.key,
+                    record_id=record.id,
+                ),
+            )
+            return
+        yield record.key, line
 
 
 @dataclass

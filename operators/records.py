@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from streamagents.connectors.media import MediaStore
 from streamagents.serde.messages import ChatMessage, Part, TextPart
 
-__all__ = ["InputError", "InputRecord", "dead_letter_record", "parse_input"]
+__all__ = ["InputError", "InputRecord", "dead_letter_record", "offload_input", "parse_input"]
 
 _RESERVED = ("id", "text", "parts")
 _PARTS: TypeAdapter[list[Any]] = TypeAdapter(list[Part])
@@ -97,6 +98,33 @@ def parse_input(raw: str, key_field: str) -> InputRecord:
     top_key = None if "." in key_field else key_field  # a nested key's parent object stays
     attributes = {k: v for k, v in obj.items() if k not in _RESERVED and k != top_key}
     return InputRecord(id=record_id, key=str(key), message=message, attributes=attributes, raw=raw)
+
+
+def offload_input(record: InputRecord, store: MediaStore, threshold_bytes: int) -> str:
+    """The record's input line with its inline media above the threshold put in `store`.
+
+    Each such entry of `parts` keeps its fields but has its `data` replaced by a `ref`, and
+    the line carries the record's id explicitly (a missing id is the sha256 of the line as
+    given, which the new line no longer is); every other field stays as given. A line
+    without such media comes back unchanged.
+    """
+    parts = record.message.parts
+    if not any(
+        not isinstance(p, TextPart) and p.data is not None and len(p.data) > threshold_bytes
+        for p in parts
+    ):
+        return record.raw
+    obj = json.loads(record.raw)
+    given = obj["parts"]
+    # parse_input puts the `text` part (if any) before the parts as given, in their order.
+    for index, part in enumerate(parts[len(parts) - len(given) :]):
+        if isinstance(part, TextPart) or part.data is None or len(part.data) <= threshold_bytes:
+            continue
+        ref = store.put(part.data, part.mime_type)
+        kept = {k: v for k, v in given[index].items() if k != "data"}
+        given[index] = {**kept, "ref": ref.model_dump(mode="json", exclude_none=True)}
+    obj["id"] = record.id
+    return json.dumps(obj, ensure_ascii=False)
 
 
 def dead_letter_record(

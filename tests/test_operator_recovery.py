@@ -32,6 +32,7 @@ pytestmark = pytest.mark.e2e
 
 JOB = Path(__file__).with_name("operator_recovery_job.py")
 PHOTO = image_bytes(5, 20_000)
+QUEUED_PHOTO = image_bytes(6, 300_000)
 INPUTS = [
     {
         "id": "held-photo",
@@ -41,8 +42,24 @@ INPUTS = [
             {"kind": "image", "mime_type": "image/png", "data": base64.b64encode(PHOTO).decode()}
         ],
     },
+    {  # no id: its id is the sha256 of this line, though it waits in state with a ref
+        "key": "photo",
+        "text": "scenario:slow queued",
+        "parts": [
+            {
+                "kind": "image",
+                "mime_type": "image/png",
+                "data": base64.b64encode(QUEUED_PHOTO).decode(),
+            }
+        ],
+    },
     *({"id": f"r{i}", "key": f"k{i % 10}", "text": f"scenario:slow n{i}"} for i in range(60)),
 ]
+LINES = [json.dumps(r) for r in INPUTS]
+INPUT_IDS = Counter(
+    r.get("id") or hashlib.sha256(line.encode()).hexdigest()
+    for r, line in zip(INPUTS, LINES, strict=True)
+)
 
 
 def job_command(mode: str, folder: Path, stub: LoopbackStubServer, *extra: str) -> list[str]:
@@ -83,7 +100,7 @@ def latest_checkpoint(folder: Path) -> Path | None:
 @pytest.fixture()
 def workdir(tmp_path: Path) -> Path:
     """A folder holding the job's inputs file."""
-    (tmp_path / "inputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in INPUTS))
+    (tmp_path / "inputs.jsonl").write_text("".join(line + "\n" for line in LINES))
     return tmp_path
 
 
@@ -160,6 +177,7 @@ def test_killed_job_resumes_from_its_last_checkpoint_with_each_output_once(
         checkpoint = latest_checkpoint(workdir)
         assert checkpoint is not None
         assert_state_holds_refs_not_bytes(checkpoint, PHOTO)
+        assert_state_holds_refs_not_bytes(checkpoint, QUEUED_PHOTO)  # queued behind the held run
         before = len(committed_outputs(workdir))
         assert before < len(INPUTS), "the job finished before it was killed"
         run_until(
@@ -167,7 +185,7 @@ def test_killed_job_resumes_from_its_last_checkpoint_with_each_output_once(
             all_outputs_committed(workdir),
         )
     outputs = committed_outputs(workdir)
-    assert Counter(o["id"] for o in outputs) == Counter(r["id"] for r in INPUTS)
+    assert Counter(o["id"] for o in outputs) == INPUT_IDS
     assert all(o["status"] == "ok" for o in outputs)
     assert len(script.turns) > len(INPUTS), "no pending call was performed again"
 
@@ -198,4 +216,4 @@ def test_job_stopped_with_a_savepoint_resumes_with_each_output_once(workdir: Pat
             all_outputs_committed(workdir),
         )
     outputs = committed_outputs(workdir)
-    assert Counter(o["id"] for o in outputs) == Counter(r["id"] for r in INPUTS)
+    assert Counter(o["id"] for o in outputs) == INPUT_IDS

@@ -1,0 +1,88 @@
+"""The parse step: large inline media go to the store before an input can wait in keyed state."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamagents.operators.agent_operator import DEAD_LETTERS_TAG, ParseRecords
+from streamagents.operators.config import AgentConfig, ModelSpec
+from streamagents.operators.records import parse_input
+
+BIG = b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"parse").digest() * 2048  # ~64 KiB
+SMALL = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100
+
+
+def image(data: bytes) -> dict[str, Any]:
+    """An inline image part as an input line gives it."""
+    return {"kind": "image", "mime_type": "image/png", "data": base64.b64encode(data).decode()}
+
+
+@pytest.fixture()
+def parse(tmp_path: Path) -> Iterator[ParseRecords]:
+    """An opened parse function whose media store is under `tmp_path`."""
+    yield from opened(tmp_path / "media")
+
+
+def opened(store: Path) -> Iterator[ParseRecords]:
+    """A parse function opened on the media store `store` (threshold 1 KiB), closed after."""
+    config = AgentConfig(
+        model=ModelSpec(provider="gemini", model="m"),
+        media_store=str(store),
+        offload_threshold_bytes=1024,
+    )
+    function = ParseRecords(config)
+    function.open(None)
+    yield function
+    function.close()
+
+
+def test_large_inline_media_becomes_a_ref_and_the_line_keeps_its_id_and_fields(
+    parse: ParseRecords, tmp_path: Path
+) -> None:
+    raw = json.dumps(
+        {
+            "key": "k",
+            "text": "compare",
+            "parts": [{**image(BIG), "metadata": {"camera": "front"}}, image(SMALL)],
+            "lang": "en",
+        }
+    )
+    [(key, line)] = list(parse.process_element(raw, None))
+    digest = hashlib.sha256(BIG).hexdigest()
+    assert key == "k"
+    assert digest in line and base64.b64encode(BIG)[:400].decode() not in line
+    given, normalized = parse_input(raw, "key"), parse_input(line, "key")
+    assert normalized.id == given.id == hashlib.sha256(raw.encode()).hexdigest()
+    assert normalized.attributes == given.attributes == {"lang": "en"}
+    big, small = normalized.message.media
+    assert big.ref is not None and big.ref.sha256 == digest and big.metadata == {"camera": "front"}
+    assert small.data == SMALL
+    assert (tmp_path / "media" / "sha256" / digest[:2] / digest).read_bytes() == BIG
+
+
+def test_a_line_without_large_media_goes_on_unchanged(parse: ParseRecords) -> None:
+    for raw in (
+        json.dumps({"key": "k", "text": "hi"}),
+        json.dumps({"key": "k", "parts": [image(SMALL)]}),
+    ):
+        assert list(parse.process_element(raw, None)) == [("k", raw)]
+
+
+def test_media_the_store_cannot_take_go_to_dead_letters_with_the_reason(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("a file where the store's folder should be")
+    raw = json.dumps({"id": "m1", "key": "k", "parts": [image(BIG)]})
+    for parse in opened(not_a_folder):
+        [(tag, letter)] = list(parse.process_element(raw, None))
+        record = json.loads(letter)
+        assert tag is DEAD_LETTERS_TAG
+        assert (record["stage"], record["error_type"]) == ("parse", "MediaStoreError")
+        assert (record["key"], record["id"], record["input"]) == ("k", "m1", raw)
+        assert record["reason"] and base64.b64encode(BIG)[:100].decode() not in record["reason"]
