@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from provider_wire import blob_bytes, snake, wire_bytes
+from provider_wire import MP4, PDF, PNG, WAV, blob_bytes, snake, turn, wire_bytes
 from pydantic import ValidationError
 
 from streamagents.connectors.media import MediaStore
@@ -32,10 +32,6 @@ from streamagents.serde.messages import (
 
 pytest_plugins = ("loopback_fixture",)
 
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(200))
-WAV = b"RIFF\x00\x00\x00\x00WAVEfmt " + bytes(64)
-MP4 = b"\x00\x00\x00\x18ftypmp42" + bytes(64)
-PDF = b"%PDF-1.7\n" + bytes(range(64))
 OK = {
     "candidates": [
         {"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}
@@ -50,16 +46,6 @@ def model(stub: LoopbackStubServer, **options: Any) -> GeminiChatModel:
     )
     assert isinstance(created, GeminiChatModel)
     return created
-
-
-def turn(*results: ChatMessage) -> list[ChatMessage]:
-    """A conversation that ends with the given tool results."""
-    calls = [ToolCall(id=r.tool_call_id or "", name=r.name or "", arguments={}) for r in results]
-    return [
-        ChatMessage.user("look at the page"),
-        ChatMessage(role="assistant", tool_calls=calls),
-        *results,
-    ]
 
 
 def sent(stub: LoopbackStubServer, messages: list[ChatMessage], **options: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from provider_wire import MP3, PDF, PNG, WAV, turn
 
 from streamagents.connectors.models import (
     OpenAIChatModel,
@@ -22,16 +23,11 @@ from streamagents.serde.messages import (
     DocumentPart,
     ImagePart,
     TextPart,
-    ToolCall,
     VideoPart,
 )
 
 pytest_plugins = ("loopback_fixture",)
 
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(200))
-WAV = b"RIFF\x00\x00\x00\x00WAVEfmt " + bytes(64)
-MP3 = b"ID3\x04\x00" + bytes(64)
-PDF = b"%PDF-1.7\n" + bytes(range(64))
 CHAT_OK = {
     "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
 }
@@ -61,16 +57,6 @@ def responses_model(stub: LoopbackStubServer, **options: Any) -> OpenAIResponses
     )
     assert isinstance(model, OpenAIResponsesModel)
     return model
-
-
-def turn(*results: ChatMessage) -> list[ChatMessage]:
-    """A conversation that ends with the given tool results."""
-    calls = [ToolCall(id=r.tool_call_id or "", name=r.name or "", arguments={}) for r in results]
-    return [
-        ChatMessage.user("look at the page"),
-        ChatMessage(role="assistant", tool_calls=calls),
-        *results,
-    ]
 
 
 def sent_responses(stub: LoopbackStubServer, messages: list[ChatMessage]) -> dict[str, Any]:
