@@ -18,10 +18,13 @@ import openai
 
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.models.errors import (
-    EmptyResponseError,
     UnsupportedContent,
 )
-from streamagents.connectors.models.openai_sdk import OpenAIModelBase, parse_arguments
+from streamagents.connectors.models.openai_sdk import (
+    OpenAIModelBase,
+    assistant_reply,
+    parse_arguments,
+)
 from streamagents.connectors.models.prepare import (
     MessageLike,
     ToolLike,
@@ -32,7 +35,7 @@ from streamagents.connectors.models.prepare import (
     prepare_messages,
     prepare_tools,
 )
-from streamagents.serde.chat import ChatResponse, TokenUsage
+from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, ToolCall
 
 __all__ = ["OpenAIChatModel", "cannot_carry", "from_response", "to_request"]
@@ -198,21 +201,16 @@ def from_response(completion: Any, *, model: str, latency_ms: float = 0.0) -> Ch
         for call in ((message.tool_calls if message is not None else None) or [])
         if getattr(call, "function", None) is not None
     ]
-    finish = choice.finish_reason if choice is not None else None
-    if not text and not calls and finish is None:
-        raise EmptyResponseError(
-            "the reply had no choices or content and no finish reason", provider=PROVIDER
-        )
     usage = completion.usage
-    return ChatResponse(
-        message=ChatMessage(role="assistant", content=text, tool_calls=calls),
-        usage=TokenUsage(
-            input_tokens=(usage.prompt_tokens or 0) if usage else 0,
-            output_tokens=(usage.completion_tokens or 0) if usage else 0,
-        ),
-        finish_reason=finish,
+    return assistant_reply(
+        text,
+        calls,
+        finish=choice.finish_reason if choice is not None else None,
+        usage=(usage.prompt_tokens, usage.completion_tokens) if usage else None,
         model_version=completion.model or model,
         latency_ms=latency_ms,
+        provider=PROVIDER,
+        empty="the reply had no choices or content and no finish reason",
     )
 
 

@@ -17,12 +17,15 @@ import openai
 
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.models.errors import (
-    EmptyResponseError,
     ServerError,
     UnsupportedContent,
     scrub,
 )
-from streamagents.connectors.models.openai_sdk import OpenAIModelBase, parse_arguments
+from streamagents.connectors.models.openai_sdk import (
+    OpenAIModelBase,
+    assistant_reply,
+    parse_arguments,
+)
 from streamagents.connectors.models.prepare import (
     MessageLike,
     ToolLike,
@@ -31,7 +34,7 @@ from streamagents.connectors.models.prepare import (
     prepare_messages,
     prepare_tools,
 )
-from streamagents.serde.chat import ChatResponse, TokenUsage
+from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, ToolCall
 
 __all__ = ["ITEM_ID", "OpenAIResponsesModel", "cannot_carry", "from_response", "to_request"]
@@ -154,18 +157,16 @@ def from_response(response: Any, *, model: str, latency_ms: float = 0.0) -> Chat
             )
     details = response.incomplete_details
     finish = (details.reason if details is not None else None) or response.status
-    if not texts and not calls and finish is None:
-        raise EmptyResponseError("the reply had no output and no status", provider=PROVIDER)
     usage = response.usage
-    return ChatResponse(
-        message=ChatMessage(role="assistant", content="".join(texts), tool_calls=calls),
-        usage=TokenUsage(
-            input_tokens=(usage.input_tokens or 0) if usage else 0,
-            output_tokens=(usage.output_tokens or 0) if usage else 0,
-        ),
-        finish_reason=finish,
+    return assistant_reply(
+        "".join(texts),
+        calls,
+        finish=finish,
+        usage=(usage.input_tokens, usage.output_tokens) if usage else None,
         model_version=response.model or model,
         latency_ms=latency_ms,
+        provider=PROVIDER,
+        empty="the reply had no output and no status",
     )
 
 

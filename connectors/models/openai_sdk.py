@@ -19,6 +19,7 @@ from streamagents.connectors.models.clients import SDKChatModel, transport_error
 from streamagents.connectors.models.errors import (
     BadRequest,
     ConnectionFailed,
+    EmptyResponseError,
     MalformedResponse,
     ProviderError,
     RateLimited,
@@ -28,7 +29,8 @@ from streamagents.connectors.models.errors import (
 )
 from streamagents.connectors.models.prepare import MessageLike, ToolLike
 from streamagents.connectors.models.retry import RetryBudget, RetryPolicy, parse_retry_after
-from streamagents.serde.chat import ChatResponse
+from streamagents.serde.chat import ChatResponse, TokenUsage
+from streamagents.serde.messages import ChatMessage, ToolCall
 
 __all__ = ["OpenAIModelBase", "map_openai_error", "parse_arguments"]
 
@@ -44,6 +46,30 @@ def parse_arguments(raw: str | None, name: str, provider: str) -> dict[str, Any]
             f"the arguments of the call to {name!r} are not a JSON object", provider=provider
         )
     return value
+
+
+def assistant_reply(
+    text: str,
+    calls: list[ToolCall],
+    *,
+    finish: str | None,
+    usage: tuple[int | None, int | None] | None,
+    model_version: str,
+    latency_ms: float,
+    provider: str,
+    empty: str,
+) -> ChatResponse:
+    """The neutral response both OpenAI wires build; `empty` explains a silent empty reply."""
+    if not text and not calls and finish is None:
+        raise EmptyResponseError(empty, provider=provider)
+    input_tokens, output_tokens = usage or (0, 0)
+    return ChatResponse(
+        message=ChatMessage(role="assistant", content=text, tool_calls=calls),
+        usage=TokenUsage(input_tokens=input_tokens or 0, output_tokens=output_tokens or 0),
+        finish_reason=finish,
+        model_version=model_version,
+        latency_ms=latency_ms,
+    )
 
 
 def map_openai_error(
