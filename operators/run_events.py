@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamagents.serde.events import AgentEvent, EventPayload
+from streamagents.serde.events import new_event
 
 __all__ = ["event_id_for", "make_event"]
 
@@ -26,15 +26,15 @@ def make_event(
     **payload: Any,
 ) -> str:
     """One event-log record: the JSON form of an `AgentEvent` with its deterministic id."""
-    event = AgentEvent(
+    event = new_event(
+        event_type,
         event_id=event_id_for(run_id, sequence),
-        event_type=event_type,
         job_id=job_id,
         key=key,
         run_id=run_id,
         sequence=sequence,
         timestamp_ms=timestamp_ms,
         upstream_event_id=upstream_event_id,
-        payload=EventPayload(**payload),
+        **payload,
     )
     return event.model_dump_json()

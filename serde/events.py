@@ -127,9 +127,10 @@ def new_event(
     sequence: int,
     upstream_event_id: str | None = None,
     timestamp_ms: int | None = None,
+    event_id: str | None = None,
     **payload: Any,
 ) -> AgentEvent:
-    """Build an event with a fresh id; keyword arguments beyond the identity fill the payload."""
+    """Build an event (a fresh id unless `event_id` is given); other keywords fill the payload."""
     fields: dict[str, Any] = {
         "event_type": event_type,
         "job_id": job_id,
@@ -141,4 +142,6 @@ def new_event(
     }
     if timestamp_ms is not None:
         fields["timestamp_ms"] = timestamp_ms
+    if event_id is not None:
+        fields["event_id"] = event_id
     return AgentEvent(**fields)
