@@ -55,6 +55,7 @@ from streamagents.operators.records import (
 from streamagents.operators.runtime import AgentRuntime, Outcome, RunState, Step
 from streamagents.operators.stored_history import StoredHistory
 from streamagents.serde.messages import ChatMessage
+from streamagents.serde.safe_text import clip
 
 __all__ = [
     "DEAD_LETTERS_TAG",
@@ -84,11 +85,6 @@ FAR_FUTURE_MS = 1 << 62
 
 _DRAIN_WAIT_S = 0.05
 _TIMEOUT_GRACE_MS = 5000
-_MAX_REASON_CHARS = 1000
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…"
 
 
 def _error_type(error: BaseException) -> str:
@@ -147,7 +143,7 @@ class ParseRecords(ProcessFunction):
             yield (
                 DEAD_LETTERS_TAG,
                 dead_letter_record(
-                    "parse", _error_type(error), _clip(str(error)), raw, record_id=record_id
+                    "parse", _error_type(error), clip(str(error)), raw, record_id=record_id
                 ),
             )
             return
@@ -162,7 +158,7 @@ class ParseRecords(ProcessFunction):
                 dead_letter_record(
                     "parse",
                     "MediaStoreError",
-                    _clip(f"{type(error).__name__}: {error}"),
+                    clip(f"{type(error).__name__}: {error}"),
                     value,
                     key=record.key,
                     record_id=record.id,
@@ -324,7 +320,7 @@ class AgentFunction(KeyedProcessFunction):
                     dead_letter_record(
                         "run",
                         _error_type(error),
-                        _clip(str(error)),
+                        clip(str(error)),
                         raw,
                         key=key,
                         record_id=record_id,
@@ -533,7 +529,7 @@ class AgentFunction(KeyedProcessFunction):
             dead_letter_record(
                 "run",
                 _error_type(error),
-                _clip(str(error)),
+                clip(str(error)),
                 call.state.raw or "",
                 key=key,
                 record_id=call.state.input_id,

@@ -42,6 +42,7 @@ from streamagents.operators.settle import settle
 from streamagents.operators.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
+from streamagents.serde.safe_text import clip
 
 __all__ = [
     "AgentRuntime",
@@ -57,16 +58,10 @@ __all__ = [
     "run_id_for",
 ]
 
-_MAX_REASON_CHARS = 1000
-
 
 def run_id_for(job_id: str, input_id: str) -> str:
     """The run id of an input: derived from the job and the input id, so replays agree."""
     return "run-" + hashlib.sha256(f"{job_id}\n{input_id}".encode()).hexdigest()[:32]
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…"
 
 
 class ErrorInfo(BaseModel):
@@ -287,7 +282,7 @@ class AgentRuntime:
                 messages=[ChatMessage.user(record.message.content)],
                 attributes={"input_id": record.id},
             )
-            error = ErrorInfo(type="MediaStoreError", message=_clip(str(exc)))
+            error = ErrorInfo(type="MediaStoreError", message=clip(str(exc)))
             return self._fail(run, error, dead_letter=True)
         input_event = run.emit("input", messages=[loggable], attributes={"input_id": record.id})
         if missing:
@@ -385,7 +380,7 @@ class AgentRuntime:
             outcome["error"] = ErrorInfo(type="RunTimeout", message="the run deadline passed")
         else:
             if raised is not None:
-                message = _clip(str(raised)) or type(raised).__name__
+                message = clip(str(raised)) or type(raised).__name__
                 outcome["error"] = ErrorInfo(type=type(raised).__name__, message=message)
             else:
                 outcome["response" if model_turn else "results"] = value

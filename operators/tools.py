@@ -44,6 +44,7 @@ from streamagents.serde.messages import (
     ToolCall,
     VideoPart,
 )
+from streamagents.serde.safe_text import clip
 
 __all__ = ["Tool", "ToolImportError", "ToolRegistry", "load_tool", "tool", "tool_result_content"]
 
@@ -285,10 +286,6 @@ def load_tool(path: str) -> Tool:
     return Tool.from_function(target)
 
 
-def _truncate(text: str) -> str:
-    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 1] + "…"
-
-
 def _json_text(value: Any) -> str:
     if isinstance(value, bytes | bytearray | memoryview):
         raise TypeError(
@@ -433,7 +430,9 @@ class ToolRegistry:
 
     @staticmethod
     def _error(call: ToolCall, message: str) -> ChatMessage:
-        return ChatMessage.tool_result(call.id, call.name, _truncate(message), is_error=True)
+        return ChatMessage.tool_result(
+            call.id, call.name, clip(message, _MAX_ERROR_CHARS), is_error=True
+        )
 
     def close(self) -> None:
         """Stop the thread pool of sync tools (running calls finish in the background)."""

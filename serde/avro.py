@@ -26,6 +26,7 @@ import fastavro
 from streamagents.serde.avro_compat import check_compatible
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
+from streamagents.serde.safe_text import redact_secrets
 
 __all__ = [
     "DEFAULT_TEXT_LIMIT",
@@ -35,7 +36,6 @@ __all__ = [
     "check_compatible",
     "from_record",
     "parsed_schema",
-    "redact_secrets",
     "schema_json",
     "to_record",
 ]
@@ -121,44 +121,6 @@ class _VersionShape:
 
 
 _SHAPES = {version: _VersionShape(schema) for version, schema in _SCHEMAS.items()}
-
-# Secrets that must never reach a log: Google and OpenAI style API keys, bearer tokens and
-# `key=value` pairs whose name says they are credentials. The name is kept, the value goes.
-_SECRET = re.compile(
-    r"AIza[0-9A-Za-z_\-]{30,}"
-    r"|\bsk-[A-Za-z0-9_\-]{16,}"
-    r"|(?i:\bbearer\s+)[A-Za-z0-9._~+/\-]{12,}=*"
-    r"|(?i:\b(?:api[_-]?key|x-goog-api-key|access[_-]?token|secret|password|key)"
-    r"[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9._~+/\-]{12,}"
-)
-_NAMED_SECRET = re.compile(r"^(.*?[=:]\s*[\"']?)", re.DOTALL)
-_REDACTED = "[REDACTED]"
-
-
-def _redact_match(match: re.Match[str]) -> str:
-    found = match.group(0)
-    if found.startswith(("AIza", "sk-")):
-        return _REDACTED
-    if found[:6].lower() == "bearer":
-        return found[:6] + " " + _REDACTED
-    name = _NAMED_SECRET.match(found)
-    return (name.group(1) if name else "") + _REDACTED
-
-
-def redact_secrets(text: str) -> str:
-    """`text` with anything that looks like an API key, bearer token or password replaced."""
-    lowered = text.lower()
-    if (  # a cheap first look: every secret pattern contains one of these
-        "aiza" in lowered
-        or "sk-" in lowered
-        or "bearer" in lowered
-        or "key" in lowered
-        or "token" in lowered
-        or "secret" in lowered
-        or "password" in lowered
-    ):
-        return _SECRET.sub(_redact_match, text)
-    return text
 
 
 def _bounded(text: str, limit: int | None) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from streamagents.connectors.models import (
     RetryPolicy,
     create_model,
 )
-from streamagents.connectors.models.errors import scrub
 from streamagents.connectors.models.retry import parse_retry_after
+from streamagents.serde.safe_text import scrub
 
 
 def test_backoff_grows_exponentially_within_its_jitter_band_and_cap() -> None:

@@ -1,15 +1,12 @@
 """The provider error hierarchy: what went wrong in a model call, without keys or media bytes.
 
 Every adapter maps its SDK's exceptions onto these classes, keeping the provider's HTTP
-status, error code and message. Messages pass through `scrub`, which removes the API key
-and any long base64 run (inline media echoed by a server), so an error can be logged,
-dead-lettered or stored in an event without leaking either.
+status, error code and message. Messages pass through `serde.safe_text.scrub`, which
+removes the API key and any long base64 run (inline media echoed by a server), so an
+error can be logged, dead-lettered or stored in an event without leaking either.
 """
 
 from __future__ import annotations
-
-import re
-from collections.abc import Iterable
 
 __all__ = [
     "BadRequest",
@@ -22,22 +19,7 @@ __all__ = [
     "RequestTimeout",
     "ServerError",
     "UnsupportedContent",
-    "scrub",
 ]
-
-_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{48,}={0,2}")
-_MAX_MESSAGE_CHARS = 2000
-
-
-def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """Remove `secrets` and long base64 runs from `text`, and cap its length."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    text = _BASE64_RUN.sub("[data elided]", text)
-    if len(text) > _MAX_MESSAGE_CHARS:
-        text = text[:_MAX_MESSAGE_CHARS] + " [truncated]"
-    return text
 
 
 class ProviderError(Exception):

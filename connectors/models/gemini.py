@@ -34,7 +34,6 @@ from streamagents.connectors.models.errors import (
     RateLimited,
     ServerError,
     UnsupportedContent,
-    scrub,
 )
 from streamagents.connectors.models.prepare import (
     MessageLike,
@@ -56,6 +55,7 @@ from streamagents.serde.messages import (
     VideoPart,
     media_kind_for_mime,
 )
+from streamagents.serde.safe_text import scrub
 
 __all__ = [
     "SYNTHETIC_ID",

@@ -19,7 +19,6 @@ from streamagents.connectors.media import MediaStore
 from streamagents.connectors.models.errors import (
     ServerError,
     UnsupportedContent,
-    scrub,
 )
 from streamagents.connectors.models.openai_sdk import (
     OpenAIModelBase,
@@ -36,6 +35,7 @@ from streamagents.connectors.models.prepare import (
 )
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, ToolCall
+from streamagents.serde.safe_text import scrub
 
 __all__ = ["ITEM_ID", "OpenAIResponsesModel", "cannot_carry", "from_response", "to_request"]
 

@@ -25,12 +25,12 @@ from streamagents.connectors.models.errors import (
     RateLimited,
     RequestTimeout,
     ServerError,
-    scrub,
 )
 from streamagents.connectors.models.prepare import MessageLike, ToolLike
 from streamagents.connectors.models.retry import RetryBudget, RetryPolicy, parse_retry_after
 from streamagents.serde.chat import ChatResponse, TokenUsage
 from streamagents.serde.messages import ChatMessage, ToolCall
+from streamagents.serde.safe_text import scrub
 
 __all__ = ["OpenAIModelBase", "map_openai_error", "parse_arguments"]
 
