@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gemini_script import GeminiScript
-from operator_e2e_tools import image_bytes
+from doubles import GeminiScript
+from e2e_tools import image_bytes
 
 from streamagents.connectors.testing.stub_server import LoopbackStubServer
 
 pytestmark = pytest.mark.e2e
 
-JOB = Path(__file__).with_name("operator_recovery_job.py")
+JOB = Path(__file__).parents[1] / "support" / "operator_recovery_job.py"
 PHOTO = image_bytes(5, 20_000)
 QUEUED_PHOTO = image_bytes(6, 300_000)
 INPUTS = [

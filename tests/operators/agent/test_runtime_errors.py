@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
 from streamagents.operators.config import Budgets
 from streamagents.operators.runtime import AgentRuntime, InputError, parse_input

@@ -35,8 +35,6 @@ from streamagents.connectors.models import (
 from streamagents.connectors.testing import LoopbackStubServer, StubReply
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart
 
-pytest_plugins = ("loopback_fixture",)
-
 API_KEY = "sk-test-5ecret-api-key-0123456789"
 FAST = RetryPolicy(max_retries=3, initial_delay_s=0.01, max_delay_s=0.05)
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 2

@@ -8,7 +8,7 @@ import pytest
 
 from streamagents.jobs.cli import main
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "jobs" / "examples" / "support_tickets.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "jobs" / "examples" / "support_tickets.yaml"
 
 
 def test_validate_accepts_the_example_and_names_the_demo_model(

@@ -6,7 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
 from streamagents.operators.config import Budgets
 from streamagents.operators.runtime import AgentRuntime

@@ -30,8 +30,6 @@ from streamagents.serde.messages import (
     VideoPart,
 )
 
-pytest_plugins = ("loopback_fixture",)
-
 OK = {
     "candidates": [
         {"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}

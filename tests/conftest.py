@@ -1,4 +1,4 @@
-"""The `stub` fixture: a fresh loopback provider stub per test (load with pytest_plugins)."""
+"""Fixtures shared by the whole suite; test doubles and helpers live in `tests/support/`."""
 
 from __future__ import annotations
 

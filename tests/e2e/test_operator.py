@@ -19,9 +19,9 @@ import urllib.request
 from collections import Counter
 from typing import Any
 
-import operator_e2e_tools as e2e_tools
+import e2e_tools
 import pytest
-from gemini_script import GeminiScript, function_responses
+from doubles import GeminiScript, function_responses
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 

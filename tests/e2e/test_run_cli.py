@@ -20,7 +20,7 @@ from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.files import read_jsonl
 from streamagents.connectors.testing.demo_support import DEMO_PREFIX
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "jobs" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "jobs" / "examples"
 CLI = [str(Path(sys.executable).parent / "streamagents")]
 
 

@@ -6,14 +6,12 @@ import base64
 import json
 from pathlib import Path
 
-from agent_doubles import drive
+from doubles import drive
 from runtime_tools import PNG
 
 from streamagents.connectors.testing import LoopbackStubServer
 from streamagents.operators.config import AgentConfig, ModelSpec
 from streamagents.operators.runtime import AgentRuntime
-
-pytest_plugins = ("loopback_fixture",)
 
 
 def test_a_tool_image_reaches_chat_completions_in_the_user_message_after_the_tool_message(

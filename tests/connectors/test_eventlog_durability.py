@@ -28,7 +28,7 @@ from streamagents.operators.eventlog_sink import EventLogSinkFunction
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage
 
-JOB = Path(__file__).with_name("eventlog_durability_job.py")
+JOB = Path(__file__).parents[1] / "support" / "eventlog_durability_job.py"
 
 
 def _events(count: int, start: int = 0) -> list[AgentEvent]:

@@ -20,7 +20,7 @@ from streamagents.connectors.testing import LoopbackStubServer
 from streamagents.connectors.testing.demo_support import respond
 from streamagents.jobs.cluster import StandaloneCluster, rest_call
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "jobs" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "jobs" / "examples"
 CLI = str(Path(sys.executable).parent / "streamagents")
 
 

@@ -6,7 +6,7 @@ import base64
 from pathlib import Path
 
 import pytest
-from agent_doubles import drive
+from doubles import drive
 from provider_wire import blob_bytes, snake
 from runtime_tools import PNG
 
@@ -14,8 +14,6 @@ from streamagents.connectors.models import GeminiChatModel
 from streamagents.connectors.testing import LoopbackStubServer, StubReply
 from streamagents.operators.config import AgentConfig, ModelSpec
 from streamagents.operators.runtime import AgentRuntime
-
-pytest_plugins = ("loopback_fixture",)
 
 SIGNATURE = base64.b64encode(b"thought-signature").decode()
 API_KEY = "test-key-do-not-leak"

@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from agent_doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
 from streamagents.operators.memory import pack_messages, unpack_messages
 from streamagents.operators.runtime import AgentRuntime, RunState

@@ -26,8 +26,6 @@ from streamagents.serde.messages import (
     VideoPart,
 )
 
-pytest_plugins = ("loopback_fixture",)
-
 CHAT_OK = {
     "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
 }
