@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.models import (
     ChatModel,
     create_model,
@@ -24,7 +25,6 @@ from streamagents.connectors.models import (
     openai_chat,
     openai_responses,
 )
-from streamagents.connectors.testing import LoopbackStubServer
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart, ToolCall
 
 REPLIES: dict[str, dict[str, Any]] = {
