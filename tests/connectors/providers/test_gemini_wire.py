@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models import (
+from streamagents.connectors.providers import (
     GeminiChatModel,
     InvalidContent,
     UnsupportedContent,

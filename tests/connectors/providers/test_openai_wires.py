@@ -10,7 +10,7 @@ import pytest
 from provider_wire import MP3, PDF, PNG, WAV, turn
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.connectors.models import (
+from streamagents.connectors.providers import (
     OpenAIChatModel,
     OpenAIResponsesModel,
     UnsupportedContent,

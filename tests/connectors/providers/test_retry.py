@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from streamagents.connectors.models import (
+from streamagents.connectors.providers import (
     GeminiChatModel,
     OpenAIChatModel,
     OpenAIResponsesModel,
@@ -16,7 +16,7 @@ from streamagents.connectors.models import (
     RetryPolicy,
     create_model,
 )
-from streamagents.connectors.models.retry import parse_retry_after
+from streamagents.connectors.providers._retry import parse_retry_after
 from streamagents.serde.safe_text import scrub
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
-from streamagents.connectors.models import (
+from streamagents.connectors.providers import (
     BadRequest,
     ChatModel,
     ConnectionFailed,
