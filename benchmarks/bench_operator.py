@@ -39,7 +39,7 @@ from pyflink.datastream.connectors.file_system import (
 from pyflink.datastream.state import ValueStateDescriptor
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models.base import ChatModel
+from streamagents.connectors.providers import ChatModel
 from streamagents.operators import AgentConfig, ModelSpec, agent_stream, configure_environment
 from streamagents.operators.runtime import AgentRuntime
 from streamagents.operators.tools import ToolRegistry

@@ -17,14 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from streamagents.connectors.models import (
-    ChatModel,
-    create_model,
-    gemini,
-    openai_chat,
-    openai_responses,
-)
-from streamagents.connectors.testing import LoopbackStubServer
+from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.connectors.providers import ChatModel, create_model
+from streamagents.connectors.providers.gemini import wire as gemini_wire
+from streamagents.connectors.providers.openai import chat_wire, responses_wire
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart, ToolCall
 
 REPLIES: dict[str, dict[str, Any]] = {
@@ -44,9 +40,9 @@ REPLIES: dict[str, dict[str, Any]] = {
     },
 }
 BUILDERS: dict[str, Callable[..., Any]] = {
-    "gemini": gemini.to_request,
-    "openai": openai_chat.to_request,
-    "openai-responses": openai_responses.to_request,
+    "gemini": gemini_wire.to_request,
+    "openai": chat_wire.to_request,
+    "openai-responses": responses_wire.to_request,
 }
 PREFIX = {"gemini": "", "openai": "/v1", "openai-responses": "/v1"}
 

@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from streamagents.connectors.testing.stub_server import LoopbackStubServer
+from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.jobs.spec import ModelEntry
 from streamagents.operators.config import ModelSpec
 

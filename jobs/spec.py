@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from streamagents.connectors.models import PROVIDERS
+from streamagents.connectors.providers import PROVIDERS
 from streamagents.jobs.yaml_source import FieldPath, LoadedYaml, YamlSyntaxError, load_yaml
 from streamagents.operators.config import Budgets, MemoryConfig
 from streamagents.operators.tools import load_tool

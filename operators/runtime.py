@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models import ChatModel, create_model
+from streamagents.connectors.providers import ChatModel, create_model
 from streamagents.operators.config import AgentConfig
 from streamagents.operators.memory import history_expired, packed_message, trim_history
 from streamagents.operators.records import (

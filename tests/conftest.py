@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamagents.connectors.testing import LoopbackStubServer
+from streamagents.connectors.loopback_stub import LoopbackStubServer
 
 
 @pytest.fixture

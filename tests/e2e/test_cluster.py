@@ -16,9 +16,9 @@ import pytest
 
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.files import read_jsonl
-from streamagents.connectors.testing import LoopbackStubServer
-from streamagents.connectors.testing.demo_support import respond
+from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.jobs.cluster import StandaloneCluster, rest_call
+from streamagents.jobs.examples.demo_responder import respond
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "jobs" / "examples"
 CLI = str(Path(sys.executable).parent / "streamagents")

@@ -25,7 +25,7 @@ from doubles import GeminiScript, function_responses
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
-from streamagents.connectors.testing.stub_server import LoopbackStubServer
+from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.operators import (
     AgentConfig,
     Budgets,

@@ -26,7 +26,7 @@ import pytest
 from doubles import GeminiScript
 from e2e_tools import image_bytes
 
-from streamagents.connectors.testing.stub_server import LoopbackStubServer
+from streamagents.connectors.loopback_stub import LoopbackStubServer
 
 pytestmark = pytest.mark.e2e
 

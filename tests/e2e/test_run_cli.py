@@ -18,7 +18,7 @@ import pytest
 
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.files import read_jsonl
-from streamagents.connectors.testing.demo_support import DEMO_PREFIX
+from streamagents.jobs.examples.demo_responder import DEMO_PREFIX
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "jobs" / "examples"
 CLI = [str(Path(sys.executable).parent / "streamagents")]

@@ -9,8 +9,8 @@ import pytest
 from google import genai
 from google.genai import types
 
-from streamagents.connectors.testing import LoopbackStubServer
-from streamagents.connectors.testing.demo_support import DEMO_PREFIX, respond
+from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.jobs.examples.demo_responder import DEMO_PREFIX, respond
 from streamagents.jobs.examples.support_tools import fetch_attachment, lookup_order
 
 TOOLS = [

@@ -22,8 +22,8 @@ from typing import Any
 
 from provider_wire import snake
 
-from streamagents.connectors.models.base import ChatModel
-from streamagents.connectors.testing.stub_server import RecordedRequest, StubReply
+from streamagents.connectors.loopback_stub import RecordedRequest, StubReply
+from streamagents.connectors.providers import ChatModel
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
 from streamagents.serde.messages import ChatMessage, ToolCall
 

@@ -10,14 +10,14 @@ import pytest
 from provider_wire import MP4, PDF, PNG, WAV, blob_bytes, snake, turn, wire_bytes
 from pydantic import ValidationError
 
+from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models import (
+from streamagents.connectors.providers import (
     GeminiChatModel,
     InvalidContent,
     UnsupportedContent,
     create_model,
 )
-from streamagents.connectors.testing import LoopbackStubServer
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import (
     AudioPart,

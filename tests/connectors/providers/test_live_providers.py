@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from streamagents.connectors.models import create_model
+from streamagents.connectors.providers import create_model
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from provider_wire import MP3, PDF, PNG, WAV, turn
 
-from streamagents.connectors.models import (
+from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.connectors.providers import (
     OpenAIChatModel,
     OpenAIResponsesModel,
     UnsupportedContent,
     create_model,
 )
-from streamagents.connectors.testing import LoopbackStubServer
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import (
     AudioPart,

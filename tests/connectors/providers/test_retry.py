@@ -1,4 +1,4 @@
-"""Retry policy, budget, Retry-After parsing, scrubbing and `create_model`, without a network."""
+"""Retry policy, budget, Retry-After, scrubbing, the status table and `create_model`, offline."""
 
 from __future__ import annotations
 
@@ -8,15 +8,20 @@ import time
 
 import pytest
 
-from streamagents.connectors.models import (
+from streamagents.connectors.providers import (
+    BadRequest,
     GeminiChatModel,
     OpenAIChatModel,
     OpenAIResponsesModel,
+    ProviderError,
+    RateLimited,
     RetryBudget,
     RetryPolicy,
+    ServerError,
     create_model,
 )
-from streamagents.connectors.models.retry import parse_retry_after
+from streamagents.connectors.providers._errors import error_for_status
+from streamagents.connectors.providers._retry import parse_retry_after
 from streamagents.serde.safe_text import scrub
 
 
@@ -87,3 +92,31 @@ def test_a_missing_api_key_is_refused_naming_the_variable(
         create_model("openai", "gpt-test")
     monkeypatch.setenv("GEMINI_API_KEY", "from-env")
     assert create_model("gemini", "gemini-3-pro").api_key == "from-env"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("status", "expected", "retryable"),
+    [
+        (429, RateLimited, True),
+        (400, BadRequest, False),
+        (404, BadRequest, False),
+        (500, ServerError, True),
+        (503, ServerError, True),
+        (302, ProviderError, False),
+        (600, ProviderError, False),
+        (None, ProviderError, False),
+    ],
+)
+def test_every_provider_maps_an_http_status_with_one_table(
+    status: int | None, expected: type[ProviderError], retryable: bool
+) -> None:
+    error = error_for_status(status, "nope", provider="any", code="X", retry_after=2.0)
+    assert type(error) is expected
+    assert error.retryable is retryable
+    assert (error.status, error.code, error.retry_after) == (status, "X", 2.0)
+
+
+@pytest.mark.parametrize("provider", ["gemini", "openai", "openai-responses"])
+def test_an_unknown_option_is_refused_naming_it(provider: str) -> None:
+    with pytest.raises(TypeError, match="unknown option 'temprature'"):
+        create_model(provider, "m", api_key="k", temprature=0.2)

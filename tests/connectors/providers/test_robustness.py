@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from streamagents.connectors.models import (
+from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
+from streamagents.connectors.providers import (
     BadRequest,
     ChatModel,
     ConnectionFailed,
@@ -32,7 +33,6 @@ from streamagents.connectors.models import (
     ServerError,
     create_model,
 )
-from streamagents.connectors.testing import LoopbackStubServer, StubReply
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart
 
 API_KEY = "sk-test-5ecret-api-key-0123456789"

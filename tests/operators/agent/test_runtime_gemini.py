@@ -10,8 +10,8 @@ from doubles import drive
 from provider_wire import blob_bytes, snake
 from runtime_tools import PNG
 
-from streamagents.connectors.models import GeminiChatModel
-from streamagents.connectors.testing import LoopbackStubServer, StubReply
+from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
+from streamagents.connectors.providers import GeminiChatModel
 from streamagents.operators.config import AgentConfig, ModelSpec
 from streamagents.operators.runtime import AgentRuntime
 

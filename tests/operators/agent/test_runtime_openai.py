@@ -9,7 +9,7 @@ from pathlib import Path
 from doubles import drive
 from runtime_tools import PNG
 
-from streamagents.connectors.testing import LoopbackStubServer
+from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.operators.config import AgentConfig, ModelSpec
 from streamagents.operators.runtime import AgentRuntime
 

@@ -1,4 +1,6 @@
-"""OpenAI Responses: neutral messages to `responses.create` input items and the reply back.
+"""The Responses wire: neutral messages to `responses.create` input items, and the reply back.
+
+`to_request` and `from_response` are pure (no network); `OpenAIResponsesModel` sends them.
 
 A tool result becomes a `function_call_output` item whose `output` is a plain string
 when the result is text only, and otherwise a list in part order: `input_text`,
@@ -13,36 +15,35 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import openai
-
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models.errors import (
-    ServerError,
-    UnsupportedContent,
-)
-from streamagents.connectors.models.openai_sdk import (
-    OpenAIModelBase,
-    assistant_reply,
-    parse_arguments,
-)
-from streamagents.connectors.models.prepare import (
+from streamagents.connectors.providers._errors import ServerError, UnsupportedContent
+from streamagents.connectors.providers._media_encoding import data_url, filename_for
+from streamagents.connectors.providers._neutral_request import (
     MessageLike,
     ToolLike,
-    data_url,
-    filename_for,
     prepare_messages,
     prepare_tools,
+    wire_options,
 )
+from streamagents.connectors.providers.openai._replies import assistant_reply, parse_arguments
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, ToolCall
 from streamagents.serde.safe_text import scrub
 
-__all__ = ["ITEM_ID", "OpenAIResponsesModel", "cannot_carry", "from_response", "to_request"]
+__all__ = [
+    "ITEM_ID",
+    "OPTION_ALIASES",
+    "PROVIDER",
+    "cannot_carry",
+    "from_response",
+    "to_request",
+]
 
 PROVIDER = "openai-responses"
 ITEM_ID = "item_id"
 """Metadata key of a tool call's output item id (`fc_...`), kept for reference."""
-_OPTION_ALIASES = {"max_tokens": "max_output_tokens"}
+OPTION_ALIASES = {"max_tokens": "max_output_tokens"}
+"""Neutral generation option names this wire renames to its own."""
 
 
 def cannot_carry(part: MediaPart) -> str | None:
@@ -126,7 +127,7 @@ def to_request(
             }
             for s in specs
         ]
-    request.update({_OPTION_ALIASES.get(k, k): v for k, v in (options or {}).items()})
+    request.update(wire_options(options, OPTION_ALIASES))
     return request
 
 
@@ -168,15 +169,3 @@ def from_response(response: Any, *, model: str, latency_ms: float = 0.0) -> Chat
         provider=PROVIDER,
         empty="the reply had no output and no status",
     )
-
-
-class OpenAIResponsesModel(OpenAIModelBase):
-    """A model behind the OpenAI Responses API."""
-
-    provider = PROVIDER
-
-    wire_to_request = staticmethod(to_request)
-    wire_from_response = staticmethod(from_response)
-
-    async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
-        return await client.responses.create(model=self.model, **request)

@@ -1,4 +1,6 @@
-"""OpenAI Chat Completions: neutral messages to `chat.completions.create` and the reply back.
+"""The Chat Completions wire: neutral messages to `chat.completions.create`, and the reply back.
+
+`to_request` and `from_response` are pure (no network); `OpenAIChatModel` sends the request.
 
 Tool messages on this wire carry text only (the API refuses anything else), so a tool
 result with media is sent in two pieces: the tool message holds its text (or a one-line
@@ -14,31 +16,22 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import openai
-
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models.errors import (
-    UnsupportedContent,
-)
-from streamagents.connectors.models.openai_sdk import (
-    OpenAIModelBase,
-    assistant_reply,
-    parse_arguments,
-)
-from streamagents.connectors.models.prepare import (
+from streamagents.connectors.providers._errors import UnsupportedContent
+from streamagents.connectors.providers._media_encoding import b64, data_url, filename_for
+from streamagents.connectors.providers._neutral_request import (
     MessageLike,
     ToolLike,
-    b64,
-    data_url,
-    filename_for,
     inline_bytes,
     prepare_messages,
     prepare_tools,
+    wire_options,
 )
+from streamagents.connectors.providers.openai._replies import assistant_reply, parse_arguments
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, ToolCall
 
-__all__ = ["OpenAIChatModel", "cannot_carry", "from_response", "to_request"]
+__all__ = ["OPTION_ALIASES", "PROVIDER", "cannot_carry", "from_response", "to_request"]
 
 PROVIDER = "openai"
 _AUDIO_FORMATS = {
@@ -49,7 +42,8 @@ _AUDIO_FORMATS = {
     "audio/mpeg": "mp3",
     "audio/mp3": "mp3",
 }
-_OPTION_ALIASES = {"max_tokens": "max_completion_tokens"}
+OPTION_ALIASES = {"max_tokens": "max_completion_tokens"}
+"""Neutral generation option names this wire renames to its own."""
 
 
 def _essence(mime_type: str) -> str:
@@ -183,7 +177,7 @@ def to_request(
     specs = prepare_tools(tools)
     if specs:
         request["tools"] = [_tool_spec(s) for s in specs]
-    request.update({_OPTION_ALIASES.get(k, k): v for k, v in (options or {}).items()})
+    request.update(wire_options(options, OPTION_ALIASES))
     return request
 
 
@@ -212,15 +206,3 @@ def from_response(completion: Any, *, model: str, latency_ms: float = 0.0) -> Ch
         provider=PROVIDER,
         empty="the reply had no choices or content and no finish reason",
     )
-
-
-class OpenAIChatModel(OpenAIModelBase):
-    """A model behind the Chat Completions API (OpenAI, or a compatible server by base_url)."""
-
-    provider = PROVIDER
-
-    wire_to_request = staticmethod(to_request)
-    wire_from_response = staticmethod(from_response)
-
-    async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
-        return await client.chat.completions.create(model=self.model, **request)

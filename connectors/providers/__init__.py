@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamagents.connectors.models.base import ChatModel
-from streamagents.connectors.models.errors import (
+from streamagents.connectors.providers._adapter_base import ChatModel
+from streamagents.connectors.providers._errors import (
     BadRequest,
     ConnectionFailed,
     EmptyResponseError,
@@ -17,10 +17,9 @@ from streamagents.connectors.models.errors import (
     ServerError,
     UnsupportedContent,
 )
-from streamagents.connectors.models.gemini import GeminiChatModel
-from streamagents.connectors.models.openai_chat import OpenAIChatModel
-from streamagents.connectors.models.openai_responses import OpenAIResponsesModel
-from streamagents.connectors.models.retry import RetryBudget, RetryPolicy
+from streamagents.connectors.providers._retry import RetryBudget, RetryPolicy
+from streamagents.connectors.providers.gemini import GeminiChatModel
+from streamagents.connectors.providers.openai import OpenAIChatModel, OpenAIResponsesModel
 
 __all__ = [
     "PROVIDERS",
@@ -54,8 +53,9 @@ PROVIDERS: dict[str, type[ChatModel]] = {
 def create_model(provider: str, model: str, **options: Any) -> ChatModel:
     """Build the adapter for `provider` ("gemini", "openai", "openai-responses") and `model`.
 
-    `options` are the adapter's constructor keyword arguments (api_key, base_url, timeout,
-    max_retries, media_store, ...).
+    `options` are the adapter's constructor keyword arguments: the shared `ModelOptions`
+    (api_key, base_url, timeout, max_retries, retry, retry_budget, media_store, generation)
+    and its family's own; an unknown one is a `TypeError` that names it.
     """
     try:
         adapter = PROVIDERS[provider]

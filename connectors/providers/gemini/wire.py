@@ -1,7 +1,7 @@
-"""Gemini through `google-genai`: neutral messages to `generateContent` and the reply back.
+"""The Gemini wire: neutral messages to `generateContent` arguments, and the reply back.
 
-`to_request` and `from_response` are pure; `GeminiChatModel` sends the request with the
-SDK (its retries off), retries in our layer and maps errors.
+`to_request` and `from_response` are pure (no network); `GeminiChatModel` sends the
+request with the SDK.
 
 Wire rules (see docs/providers.md): system messages become `system_instruction`; user
 media become `inline_data` blobs or `file_data`; consecutive tool results become one
@@ -12,37 +12,23 @@ it); thought signatures ride on the part they came with, as bytes in its metadat
 
 from __future__ import annotations
 
-import json
-import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pydantic
-from google import genai
-from google.genai import errors as genai_errors
 from google.genai import types
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.models.clients import SDKChatModel, transport_error
-from streamagents.connectors.models.errors import (
-    BadRequest,
-    EmptyResponseError,
-    MalformedResponse,
-    ProviderError,
-    RateLimited,
-    ServerError,
-    UnsupportedContent,
-)
-from streamagents.connectors.models.prepare import (
+from streamagents.connectors.providers._errors import UnsupportedContent, reject_silent_empty
+from streamagents.connectors.providers._neutral_request import (
     MessageLike,
     ToolLike,
     inline_bytes,
     prepare_messages,
     prepare_tools,
+    wire_options,
 )
-from streamagents.connectors.models.retry import RetryBudget, RetryPolicy, parse_retry_after
 from streamagents.serde.chat import ChatResponse, TokenUsage
 from streamagents.serde.messages import (
     AudioPart,
@@ -55,12 +41,12 @@ from streamagents.serde.messages import (
     VideoPart,
     media_kind_for_mime,
 )
-from streamagents.serde.safe_text import scrub
 
 __all__ = [
+    "OPTION_ALIASES",
+    "PROVIDER",
     "SYNTHETIC_ID",
     "THOUGHT_SIGNATURE",
-    "GeminiChatModel",
     "GeminiRequest",
     "from_response",
     "to_request",
@@ -73,7 +59,8 @@ SYNTHETIC_ID = "synthetic_id"
 """Metadata flag on a tool call whose id we made up because the reply had none; such ids
 are not sent back (neither on the call nor on its function response)."""
 
-_OPTION_ALIASES = {"max_tokens": "max_output_tokens", "stop": "stop_sequences"}
+OPTION_ALIASES = {"max_tokens": "max_output_tokens", "stop": "stop_sequences"}
+"""Neutral generation option names this wire renames to its own."""
 _MEDIA_CLASSES: dict[str, type[MediaPart]] = {
     "image": ImagePart,
     "audio": AudioPart,
@@ -154,7 +141,7 @@ def _tool_result_parts(
 def _config(
     system: list[str], tools: Sequence[ToolLike], options: Mapping[str, Any]
 ) -> types.GenerateContentConfig:
-    settings = {_OPTION_ALIASES.get(k, k): v for k, v in options.items()}
+    settings = wire_options(options, OPTION_ALIASES)
     if isinstance(settings.get("stop_sequences"), str):
         settings["stop_sequences"] = [settings["stop_sequences"]]
     specs = prepare_tools(tools)
@@ -247,10 +234,12 @@ def from_response(
     finish = candidate.finish_reason if candidate else None
     if finish is None and response.prompt_feedback is not None:
         finish = response.prompt_feedback.block_reason
-    if not reply_parts and finish is None:
-        raise EmptyResponseError(
-            "the reply had no candidates or content and no finish reason", provider=PROVIDER
-        )
+    reject_silent_empty(
+        bool(reply_parts),
+        finish,
+        provider=PROVIDER,
+        explanation="the reply had no candidates or content and no finish reason",
+    )
     parts: list[TextPart | MediaPart] = []
     calls: list[ToolCall] = []
     for index, raw in enumerate(reply_parts):
@@ -274,123 +263,3 @@ def from_response(
         model_version=response.model_version or model,
         latency_ms=latency_ms,
     )
-
-
-def _sdk_error(
-    error: Exception, api_key: str | None, timeout: float | None
-) -> ProviderError | None:
-    if isinstance(error, genai_errors.APIError):
-        return _api_error(error, api_key)
-    if isinstance(error, json.JSONDecodeError | pydantic.ValidationError):
-        return MalformedResponse(
-            f"the reply body is not valid JSON for this API ({type(error).__name__})",
-            provider=PROVIDER,
-        )
-    return transport_error(error, PROVIDER, timeout)
-
-
-def _api_error(error: genai_errors.APIError, api_key: str | None) -> ProviderError:
-    message = scrub(str(error.message or error.details or "no message"), [api_key])
-    headers = dict(error.response.headers) if error.response is not None else {}
-    facts: dict[str, Any] = {
-        "provider": PROVIDER,
-        "status": error.code,
-        "code": error.status,
-        "retry_after": parse_retry_after(headers),
-    }
-    if error.code == 429:
-        return RateLimited(message, **facts)
-    if isinstance(error.code, int) and 400 <= error.code < 500:
-        return BadRequest(message, **facts)
-    if isinstance(error.code, int) and error.code >= 500:
-        return ServerError(message, **facts)
-    return ProviderError(message, **facts)
-
-
-class GeminiChatModel(SDKChatModel[genai.Client]):
-    """A Gemini model (Gemini API or Vertex AI) behind the neutral `ChatModel` interface."""
-
-    provider = PROVIDER
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float | None = 60.0,
-        max_retries: int | None = None,
-        retry: RetryPolicy | None = None,
-        retry_budget: RetryBudget | None = None,
-        media_store: MediaStore | None = None,
-        generation: Mapping[str, Any] | None = None,
-        vertexai: bool = False,
-        project: str | None = None,
-        location: str | None = None,
-        api_version: str | None = None,
-        legacy_tool_media: bool = False,
-    ) -> None:
-        key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-        if not key and not vertexai:
-            raise ValueError(
-                "GeminiChatModel needs an API key: pass api_key= or set GEMINI_API_KEY "
-                "(or GOOGLE_API_KEY); Vertex AI (vertexai=True) uses Google credentials instead"
-            )
-        self.vertexai = vertexai
-        self.project = project
-        self.location = location
-        self.api_version = api_version
-        self.legacy_tool_media = legacy_tool_media
-        super().__init__(
-            model,
-            api_key=key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry=retry,
-            retry_budget=retry_budget,
-            media_store=media_store,
-            generation=generation,
-        )
-
-    def _new_client(self) -> genai.Client:
-        http_options = types.HttpOptions(
-            base_url=self.base_url,
-            api_version=self.api_version,
-            timeout=None if self.timeout is None else int(self.timeout * 1000),
-            retry_options=None,
-        )
-        if self.vertexai:
-            return genai.Client(
-                vertexai=True,
-                api_key=self.api_key if not (self.project or self.location) else None,
-                project=self.project,
-                location=self.location,
-                http_options=http_options,
-            )
-        return genai.Client(api_key=self.api_key, http_options=http_options)
-
-    def _to_request(
-        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
-    ) -> GeminiRequest:
-        return to_request(
-            messages,
-            tools,
-            options,
-            store=self.media_store,
-            legacy_tool_media=self.legacy_tool_media,
-        )
-
-    async def _send(self, client: genai.Client, request: GeminiRequest) -> Any:
-        return await client.aio.models.generate_content(
-            model=self.model, contents=request.contents, config=request.config
-        )
-
-    def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
-        return from_response(reply, model=self.model, latency_ms=latency_ms)
-
-    def _map_error(self, error: Exception) -> ProviderError | None:
-        return _sdk_error(error, self.api_key, self.timeout)
-
-    async def _close(self, client: genai.Client) -> None:
-        await client.aio.aclose()

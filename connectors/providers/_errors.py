@@ -1,9 +1,11 @@
 """The provider error hierarchy: what went wrong in a model call, without keys or media bytes.
 
 Every adapter maps its SDK's exceptions onto these classes, keeping the provider's HTTP
-status, error code and message. Messages pass through `serde.safe_text.scrub`, which
-removes the API key and any long base64 run (inline media echoed by a server), so an
-error can be logged, dead-lettered or stored in an event without leaking either.
+status, error code and message; `error_for_status` is the one status table both
+families use, and `reject_silent_empty` the one empty-reply rule all wires apply.
+Messages pass through `serde.safe_text.scrub`, which removes the API key and any long
+base64 run (inline media echoed by a server), so an error can be logged, dead-lettered
+or stored in an event without leaking either.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ __all__ = [
     "RequestTimeout",
     "ServerError",
     "UnsupportedContent",
+    "error_for_status",
+    "reject_silent_empty",
 ]
 
 
@@ -96,3 +100,36 @@ class UnsupportedContent(ProviderError, ValueError):
 
 class InvalidContent(ProviderError, ValueError):
     """A message breaks the message model's rules (e.g. malformed base64); nothing is sent."""
+
+
+def error_for_status(
+    status: int | None,
+    message: str,
+    *,
+    provider: str,
+    code: str | None = None,
+    retry_after: float | None = None,
+) -> ProviderError:
+    """The error for an HTTP error status, the same table for every provider.
+
+    429 is `RateLimited`, any other 4xx `BadRequest`, any 5xx `ServerError`. Anything else
+    (no status, 1xx-3xx, 600 and above) is a plain `ProviderError`, which is not retried:
+    we do not know what it means, so we do not repeat it.
+    """
+    facts = {"provider": provider, "status": status, "code": code, "retry_after": retry_after}
+    if status == 429:
+        return RateLimited(message, **facts)
+    if status is not None and 400 <= status < 500:
+        return BadRequest(message, **facts)
+    if status is not None and 500 <= status < 600:
+        return ServerError(message, **facts)
+    return ProviderError(message, **facts)
+
+
+def reject_silent_empty(
+    has_content: bool, finish_reason: object | None, *, provider: str, explanation: str
+) -> None:
+    """The empty-reply rule every wire applies: a reply with no content and no finish
+    reason is the silent empty reply, raised as `EmptyResponseError(explanation)`."""
+    if not has_content and finish_reason is None:
+        raise EmptyResponseError(explanation, provider=provider)

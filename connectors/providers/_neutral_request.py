@@ -1,6 +1,6 @@
-"""Checks and resolves a neutral request before a wire module encodes it.
+"""Checks and resolves a neutral request (messages, tools, options) before a wire encodes it.
 
-Every adapter builds its request through `prepare_messages`, so the same rules give the
+Every wire builds its request through `prepare_messages`, so the same rules give the
 same errors for every provider and for every place media can appear:
 
 - messages may be `ChatMessage` objects or their JSON form (dicts); dicts are validated
@@ -9,19 +9,19 @@ same errors for every provider and for every place media can appear:
 - inline data that is still text (a message built without validation) is decoded with
   the message model's strict base64 rule, giving the message model's error;
 - media in an assistant message is refused (`UnsupportedContent`).
+
+Generation options pass through `wire_options`, which applies the wire's alias table.
 """
 
 from __future__ import annotations
 
-import base64
-import mimetypes
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from streamagents.connectors.media import MediaStore, MediaStoreError
-from streamagents.connectors.models.errors import InvalidContent, UnsupportedContent
+from streamagents.connectors.providers._errors import InvalidContent, UnsupportedContent
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import (
     ChatMessage,
@@ -35,12 +35,10 @@ __all__ = [
     "ASSISTANT_MEDIA_RULE",
     "MessageLike",
     "ToolLike",
-    "b64",
-    "data_url",
-    "filename_for",
     "inline_bytes",
     "prepare_messages",
     "prepare_tools",
+    "wire_options",
 ]
 
 MessageLike = ChatMessage | Mapping[str, Any]
@@ -136,27 +134,6 @@ def prepare_tools(tools: Iterable[ToolLike]) -> list[ToolSpec]:
     return [t if isinstance(t, ToolSpec) else ToolSpec.model_validate(t) for t in tools]
 
 
-def b64(data: bytes) -> str:
-    """Standard base64 text of `data`."""
-    return base64.b64encode(data).decode("ascii")
-
-
-def data_url(part: MediaPart) -> str:
-    """The part as a `data:` URL (inline parts) or its own URL."""
-    if part.url is not None:
-        return part.url
-    return f"data:{part.mime_type};base64,{b64(inline_bytes(part) or b'')}"
-
-
-def filename_for(part: MediaPart) -> str:
-    """A filename for wires that need one: `metadata["filename"]`, the URL's last
-    segment, or "document" with the mime type's usual extension."""
-    given = part.metadata.get("filename")
-    if isinstance(given, str) and given:
-        return given
-    if part.url is not None:
-        tail = part.url.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0]
-        if tail:
-            return tail
-    extension = mimetypes.guess_extension(part.mime_type.split(";", 1)[0]) or ""
-    return f"{part.kind}{extension}"
+def wire_options(options: Mapping[str, Any] | None, aliases: Mapping[str, str]) -> dict[str, Any]:
+    """Generation options under the wire's own names: each key in `aliases` is renamed."""
+    return {aliases.get(key, key): value for key, value in (options or {}).items()}

@@ -1,10 +1,11 @@
-"""A loopback HTTP stub that records what an SDK sends and replays scripted replies.
+"""TEST DOUBLE, NOT A MODEL: a loopback HTTP stub that records requests and replays replies.
 
-It is a test double for provider APIs, not a model: it binds 127.0.0.1 only, stores every
-request (path, headers, JSON body) and answers each one with the next scripted
-`StubReply`, or with what a responder function decides from the request. Replies can
-be delayed, carry any status and headers (429 with Retry-After, 500, ...), or be
-malformed bytes, so the real SDKs can be exercised against every fault.
+Nothing here thinks or writes: it binds 127.0.0.1 only, stores every request (path,
+headers, JSON body) and answers each one with the next scripted `StubReply`, or with what
+a responder function decides from the request. Replies can be delayed, carry any status
+and headers (429 with Retry-After, 500, ...), or be malformed bytes, so the real SDKs can
+be exercised against every fault. Tests use it, and so does the demo mode of a job
+(`jobs/model_choice.py`), which must say loudly that its answers are canned.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class _ReusableServer(ThreadingHTTPServer):
 
 
 class LoopbackStubServer:
-    """Records requests on 127.0.0.1 and answers them from a script or a responder."""
+    """Test double, not a model: records requests on 127.0.0.1 and answers from a script."""
 
     def __init__(self, responder: Responder | None = None, port: int = 0) -> None:
         self._responder = responder
@@ -86,11 +87,6 @@ class LoopbackStubServer:
         """Queue replies, answered in order before the responder is asked."""
         with self._lock:
             self._script.extend(r if isinstance(r, StubReply) else StubReply(r) for r in replies)
-
-    def bodies(self, path_contains: str = "") -> list[Any]:
-        """JSON bodies of the recorded requests whose path contains `path_contains`."""
-        with self._lock:
-            return [r.json for r in self.requests if path_contains in r.path]
 
     def start(self) -> LoopbackStubServer:
         """Serve in a daemon thread."""

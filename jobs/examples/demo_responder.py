@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from streamagents.connectors.testing.stub_server import RecordedRequest, StubReply
+from streamagents.connectors.loopback_stub import RecordedRequest, StubReply
 
 __all__ = ["DEMO_PREFIX", "respond"]
 

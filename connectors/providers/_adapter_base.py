@@ -1,0 +1,309 @@
+"""The base every provider adapter builds on: the `ChatModel` interface and the SDK shell.
+
+`ChatModel` is the provider-neutral interface (messages and tools in, a response out).
+`SDKChatModel` is the shell every adapter shares: its options (`ModelOptions`, which a
+family extends with its own), one SDK client per event loop, the retried call, and the
+mapping of failures onto our errors. An adapter subclasses it and overrides a few
+methods: how to fill in its API key, build its SDK client, build the request (its wire's
+`to_request`), make the SDK call, parse the reply (its wire's `from_response`), map its
+SDK's own exceptions, and close the client. Building, retrying, timing, HTTP status
+mapping and transport faults are done here, the same way for every provider.
+
+An async SDK client holds connections tied to the event loop that opened them, and
+`chat()` runs each call in a fresh loop, so the shell keeps one client per running loop
+and builds a new one when the loop changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Generic, TypeVar
+
+import pydantic
+
+from streamagents.connectors.media import MediaStore
+from streamagents.connectors.providers._errors import (
+    ConnectionFailed,
+    MalformedResponse,
+    ProviderError,
+    RequestTimeout,
+    error_for_status,
+)
+from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers._retry import (
+    RetryBudget,
+    RetryPolicy,
+    call_with_retries,
+    parse_retry_after,
+    policy_from,
+)
+from streamagents.serde.chat import ChatResponse, ToolSpec
+from streamagents.serde.messages import ChatMessage
+from streamagents.serde.safe_text import scrub
+
+__all__ = ["ChatModel", "LoopBoundClient", "ModelOptions", "SDKChatModel"]
+
+C = TypeVar("C")
+OptionsT = TypeVar("OptionsT", bound="ModelOptions")
+
+
+class ChatModel(ABC):
+    """A chat model reached through a provider SDK: messages (and tools) in, a response out."""
+
+    provider: str = "abstract"
+
+    @abstractmethod
+    async def achat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        **options: Any,
+    ) -> ChatResponse:
+        """Send one request and return the assistant's reply."""
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        **options: Any,
+    ) -> ChatResponse:
+        """Blocking form of `achat`, for code that has no event loop running."""
+        return asyncio.run(self.achat(messages, tools, **options))
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, default does nothing
+        """Release the SDK client's connections."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelOptions:
+    """The options every adapter takes, as keyword arguments of its constructor (and of
+    `create_model`, so of a YAML spec's `options:`). A family extends it with its own."""
+
+    api_key: str | None = field(default=None, repr=False)
+    """The provider API key; each family falls back to its environment variable."""
+    base_url: str | None = None
+    """Where the API is served (a compatible server, a proxy, the loopback stub)."""
+    timeout: float | None = 60.0
+    """Seconds one attempt may take (None: no limit)."""
+    max_retries: int | None = None
+    """Overrides `retry.max_retries` when given."""
+    retry: RetryPolicy | None = None
+    """Backoff and limits of the retries (default `RetryPolicy()`)."""
+    retry_budget: RetryBudget | None = None
+    """The token bucket retries spend from; a fresh one per model when not given."""
+    media_store: MediaStore | None = None
+    """Where media parts given by store ref are read from."""
+    generation: Mapping[str, Any] | None = None
+    """Generation options sent with every call (temperature, max_tokens, ...)."""
+
+    @classmethod
+    def from_keywords(cls: type[OptionsT], owner: str, options: Mapping[str, Any]) -> OptionsT:
+        """The options from keyword arguments; an unknown one is a `TypeError` naming it."""
+        known = [f.name for f in fields(cls)]
+        unknown = [name for name in options if name not in known]
+        if unknown:
+            names = ", ".join(repr(name) for name in unknown)
+            raise TypeError(f"unknown option {names} for {owner}; known: {', '.join(known)}")
+        return cls(**options)
+
+
+def _http_exception_types(name: str) -> tuple[type[BaseException], ...]:
+    found: list[type[BaseException]] = []
+    for module_name in ("httpx2", "httpx"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        found.append(getattr(module, name))
+    return tuple(found)
+
+
+_TIMEOUTS = (TimeoutError, asyncio.TimeoutError, *_http_exception_types("TimeoutException"))
+_TRANSPORT = (OSError, *_http_exception_types("TransportError"))
+_BAD_BODIES = (json.JSONDecodeError, pydantic.ValidationError)
+
+
+class LoopBoundClient(Generic[C]):
+    """Builds an SDK client lazily, once per running event loop."""
+
+    def __init__(self, factory: Callable[[], C]) -> None:
+        self._factory = factory
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: C | None = None
+
+    def get(self) -> C:
+        """The client for the running loop (built on first use in that loop)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = self._factory()
+            self._loop = loop
+        return self._client
+
+    def take_current(self) -> C | None:
+        """Detach and return the client when it belongs to the running loop, else None."""
+        client, same_loop = self._client, self._loop is asyncio.get_running_loop()
+        self._client, self._loop = None, None
+        return client if same_loop else None
+
+
+class SDKChatModel(ChatModel, Generic[C, OptionsT]):
+    """A `ChatModel` over an async SDK client: build, send with retries, parse, map errors.
+
+    Constructed with the model name and the keyword options of `options_type`.
+    """
+
+    options_type: ClassVar[type[ModelOptions]] = ModelOptions
+
+    def __init__(self, model: str, **options: Any) -> None:
+        given: Any = self.options_type.from_keywords(type(self).__name__, options)
+        self.model = model
+        self.options: OptionsT = self._with_api_key(given)
+        self.retry = policy_from(self.options.retry, self.options.max_retries)
+        self.retry_budget = self.options.retry_budget or RetryBudget()
+        self.generation = dict(self.options.generation or {})
+        self._rng = random.Random()
+        self._client: LoopBoundClient[C] = LoopBoundClient(self._new_client)
+
+    @property
+    def api_key(self) -> str | None:
+        """The API key in use (given, or from the environment)."""
+        return self.options.api_key
+
+    @property
+    def base_url(self) -> str | None:
+        """Where the API is served; None for the provider's default."""
+        return self.options.base_url
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds one attempt may take."""
+        return self.options.timeout
+
+    @property
+    def media_store(self) -> MediaStore | None:
+        """Where store refs are resolved."""
+        return self.options.media_store
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the settings only (a Flink function may carry the model); SDK clients stay."""
+        state = self.__dict__.copy()
+        del state["_client"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._client = LoopBoundClient(self._new_client)
+
+    def build_request(
+        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike] = (), **options: Any
+    ) -> Any:
+        """The request `achat` would send: this model's store, defaults and `options` applied."""
+        return self._to_request(messages, tools, {**self.generation, **options})
+
+    @abstractmethod
+    def _with_api_key(self, options: OptionsT) -> OptionsT:
+        """The options with the API key filled in from the environment; refuse a missing one."""
+
+    @abstractmethod
+    def _to_request(
+        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
+    ) -> Any:
+        """Call the wire module's `to_request`."""
+
+    @abstractmethod
+    def _new_client(self) -> C:
+        """Build the SDK client (its own retries off)."""
+
+    @abstractmethod
+    async def _send(self, client: C, request: Any) -> Any:
+        """Make the SDK call."""
+
+    @abstractmethod
+    def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
+        """Call the wire module's `from_response`."""
+
+    @abstractmethod
+    def _sdk_error(self, error: Exception) -> ProviderError | None:
+        """Our error for one of the SDK's own exceptions, or None when it is not one."""
+
+    @abstractmethod
+    async def _close(self, client: C) -> None:
+        """Release the SDK client's connections."""
+
+    def _status_error(
+        self, status: int | None, code: str | None, message: str, headers: Mapping[str, str]
+    ) -> ProviderError:
+        """The error for an HTTP error reply: status table, scrubbed message, Retry-After."""
+        return error_for_status(
+            status,
+            scrub(message, [self.api_key]),
+            provider=self.provider,
+            code=code,
+            retry_after=parse_retry_after(headers),
+        )
+
+    def _timed_out(self) -> RequestTimeout:
+        """The error for an attempt that got no reply within `timeout`."""
+        return RequestTimeout(f"no reply within {self.timeout} s", provider=self.provider)
+
+    def _malformed(self, error: Exception) -> MalformedResponse:
+        """The error for a 2xx reply whose body the SDK could not read."""
+        return MalformedResponse(
+            f"the reply body is not valid JSON for this API ({type(error).__name__})",
+            provider=self.provider,
+        )
+
+    def _error_for(self, error: Exception) -> ProviderError | None:
+        """Our error for an exception raised by the SDK call, or None to let it propagate."""
+        mapped = self._sdk_error(error)
+        if mapped is not None:
+            return mapped
+        if isinstance(error, _BAD_BODIES):
+            return self._malformed(error)
+        if isinstance(error, _TIMEOUTS):
+            return self._timed_out()
+        if isinstance(error, _TRANSPORT):
+            return ConnectionFailed(
+                f"connection failed ({type(error).__name__})", provider=self.provider
+            )
+        return None
+
+    async def achat(
+        self,
+        messages: Sequence[MessageLike],
+        tools: Sequence[ToolLike] = (),
+        **options: Any,
+    ) -> ChatResponse:
+        """Build the request (raising before anything is sent), then send it with retries."""
+        request = self.build_request(messages, tools, **options)
+        started = time.monotonic()
+
+        async def attempt() -> ChatResponse:
+            failure: ProviderError | None = None
+            try:
+                reply = await self._send(self._client.get(), request)
+            except Exception as error:
+                failure = self._error_for(error)
+                if failure is None:
+                    raise
+            if failure is not None:
+                raise failure  # outside the except block: the SDK error is not chained
+            return self._parse(reply, (time.monotonic() - started) * 1000)
+
+        return await call_with_retries(attempt, self.retry, self.retry_budget, self._rng)
+
+    async def aclose(self) -> None:
+        """Close the SDK client of the running loop, if any."""
+        client = self._client.take_current()
+        if client is not None:
+            await self._close(client)

@@ -1,0 +1,108 @@
+"""`GeminiChatModel`: the Gemini wire sent with a `google-genai` client (Gemini API or Vertex)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from streamagents.connectors.providers._adapter_base import ModelOptions, SDKChatModel
+from streamagents.connectors.providers._errors import ProviderError
+from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.gemini.wire import (
+    PROVIDER,
+    GeminiRequest,
+    from_response,
+    to_request,
+)
+from streamagents.serde.chat import ChatResponse
+
+__all__ = ["GeminiChatModel", "GeminiOptions"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GeminiOptions(ModelOptions):
+    """The shared options plus Gemini's own (Vertex AI, API version, tool-media fallback)."""
+
+    vertexai: bool = False
+    """Reach the model through Vertex AI (Google credentials) instead of the Gemini API."""
+    project: str | None = None
+    """Vertex AI project."""
+    location: str | None = None
+    """Vertex AI location."""
+    api_version: str | None = None
+    """API version in the path (the SDK's default when None)."""
+    legacy_tool_media: bool = False
+    """Send tool-result media as sibling parts, for models that refuse them inside a
+    function response."""
+
+
+class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
+    """A Gemini model (Gemini API or Vertex AI) behind the neutral `ChatModel` interface."""
+
+    provider = PROVIDER
+    options_type = GeminiOptions
+
+    def _with_api_key(self, options: GeminiOptions) -> GeminiOptions:
+        key = (
+            options.api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        )
+        if not key and not options.vertexai:
+            raise ValueError(
+                "GeminiChatModel needs an API key: pass api_key= or set GEMINI_API_KEY "
+                "(or GOOGLE_API_KEY); Vertex AI (vertexai=True) uses Google credentials instead"
+            )
+        return dataclasses.replace(options, api_key=key)
+
+    def _new_client(self) -> genai.Client:
+        options = self.options
+        http_options = types.HttpOptions(
+            base_url=options.base_url,
+            api_version=options.api_version,
+            timeout=None if options.timeout is None else int(options.timeout * 1000),
+            retry_options=None,
+        )
+        if options.vertexai:
+            return genai.Client(
+                vertexai=True,
+                api_key=options.api_key if not (options.project or options.location) else None,
+                project=options.project,
+                location=options.location,
+                http_options=http_options,
+            )
+        return genai.Client(api_key=options.api_key, http_options=http_options)
+
+    def _to_request(
+        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
+    ) -> GeminiRequest:
+        return to_request(
+            messages,
+            tools,
+            options,
+            store=self.options.media_store,
+            legacy_tool_media=self.options.legacy_tool_media,
+        )
+
+    async def _send(self, client: genai.Client, request: GeminiRequest) -> Any:
+        return await client.aio.models.generate_content(
+            model=self.model, contents=request.contents, config=request.config
+        )
+
+    def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
+        return from_response(reply, model=self.model, latency_ms=latency_ms)
+
+    def _sdk_error(self, error: Exception) -> ProviderError | None:
+        if not isinstance(error, genai_errors.APIError):
+            return None
+        headers = dict(error.response.headers) if error.response is not None else {}
+        status = error.code if isinstance(error.code, int) else None
+        message = str(error.message or error.details or "no message")
+        return self._status_error(status, error.status, message, headers)
+
+    async def _close(self, client: genai.Client) -> None:
+        await client.aio.aclose()

@@ -1,0 +1,9 @@
+"""OpenAI through `openai`: the Chat Completions and Responses wires and the models sending them."""
+
+from streamagents.connectors.providers.openai._models import (
+    OpenAIChatModel,
+    OpenAIOptions,
+    OpenAIResponsesModel,
+)
+
+__all__ = ["OpenAIChatModel", "OpenAIOptions", "OpenAIResponsesModel"]

@@ -1,0 +1,116 @@
+"""The OpenAI models: each OpenAI wire sent through an `openai.AsyncOpenAI` client (retries off).
+
+`OpenAIModel` holds what both wires share (options, client, the SDK's exceptions);
+`OpenAIChatModel` and `OpenAIResponsesModel` each name their wire and the SDK call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import openai
+
+from streamagents.connectors.providers._adapter_base import ModelOptions, SDKChatModel
+from streamagents.connectors.providers._errors import ConnectionFailed, ProviderError
+from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.openai import chat_wire, responses_wire
+from streamagents.serde.chat import ChatResponse
+
+__all__ = ["OpenAIChatModel", "OpenAIModel", "OpenAIOptions", "OpenAIResponsesModel"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpenAIOptions(ModelOptions):
+    """The shared options plus OpenAI's own (organization, extra headers)."""
+
+    organization: str | None = None
+    """The OpenAI organization the calls are billed to."""
+    default_headers: Mapping[str, str] | None = dataclasses.field(default=None, repr=False)
+    """Extra HTTP headers on every call (may carry credentials, so never shown)."""
+
+
+class OpenAIModel(SDKChatModel[openai.AsyncOpenAI, OpenAIOptions]):
+    """An OpenAI (or OpenAI-compatible: vLLM, Ollama, Azure) model reached with `openai`."""
+
+    provider = "openai"
+    options_type = OpenAIOptions
+
+    def _with_api_key(self, options: OpenAIOptions) -> OpenAIOptions:
+        key = options.api_key or os.environ.get("OPENAI_API_KEY")
+        if not key and options.base_url is None:
+            raise ValueError(
+                f"{type(self).__name__} needs an API key: pass api_key= or set OPENAI_API_KEY "
+                "(a server given by base_url may accept any key)"
+            )
+        return dataclasses.replace(options, api_key=key or "unused")
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        options = self.options
+        return openai.AsyncOpenAI(
+            api_key=options.api_key,
+            base_url=options.base_url,
+            organization=options.organization,
+            timeout=options.timeout,
+            max_retries=0,
+            default_headers=dict(options.default_headers or {}) or None,
+        )
+
+    def _sdk_error(self, error: Exception) -> ProviderError | None:
+        if isinstance(error, openai.APIStatusError):
+            body = error.body
+            detail = body if isinstance(body, dict) else {}
+            raw = detail.get("message") or (body if isinstance(body, str) else None) or "no message"
+            code = detail.get("code") or detail.get("type")
+            return self._status_error(
+                error.status_code,
+                None if code is None else str(code),
+                str(raw),
+                dict(error.response.headers),
+            )
+        if isinstance(error, openai.APITimeoutError):
+            return self._timed_out()
+        if isinstance(error, openai.APIConnectionError):
+            return ConnectionFailed("connection failed", provider=self.provider)
+        if isinstance(error, openai.APIResponseValidationError):
+            return self._malformed(error)
+        return None
+
+    async def _close(self, client: openai.AsyncOpenAI) -> None:
+        await client.close()
+
+
+class OpenAIChatModel(OpenAIModel):
+    """A model behind the Chat Completions API (OpenAI, or a compatible server by base_url)."""
+
+    provider = chat_wire.PROVIDER
+
+    def _to_request(
+        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
+    ) -> dict[str, Any]:
+        return chat_wire.to_request(messages, tools, options, store=self.options.media_store)
+
+    async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
+        return await client.chat.completions.create(model=self.model, **request)
+
+    def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
+        return chat_wire.from_response(reply, model=self.model, latency_ms=latency_ms)
+
+
+class OpenAIResponsesModel(OpenAIModel):
+    """A model behind the OpenAI Responses API."""
+
+    provider = responses_wire.PROVIDER
+
+    def _to_request(
+        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
+    ) -> dict[str, Any]:
+        return responses_wire.to_request(messages, tools, options, store=self.options.media_store)
+
+    async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
+        return await client.responses.create(model=self.model, **request)
+
+    def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
+        return responses_wire.from_response(reply, model=self.model, latency_ms=latency_ms)
