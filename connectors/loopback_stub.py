@@ -5,7 +5,7 @@ headers, JSON body) and answers each one with the next scripted `StubReply`, or 
 a responder function decides from the request. Replies can be delayed, carry any status
 and headers (429 with Retry-After, 500, ...), or be malformed bytes, so the real SDKs can
 be exercised against every fault. Tests use it, and so does the demo mode of a job
-(`jobs/model_choice.py`), which must say loudly that its answers are canned.
+(`jobs/_model_choice.py`), which must say loudly that its answers are canned.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ __all__ = ["build_parser", "main"]
 
 # Each module has `register(subparsers)`, which adds its sub-commands and sets `handler`.
 _COMMAND_MODULES: tuple[str, ...] = (
-    "streamagents.jobs.run_cli",
-    "streamagents.jobs.cluster_cli",
-    "streamagents.jobs.eventlog_cli",
+    "streamagents.jobs._run_commands",
+    "streamagents.jobs._cluster_commands",
+    "streamagents.jobs._eventlog_commands",
 )
 
 

@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from streamagents.connectors.providers import PROVIDERS
-from streamagents.jobs.yaml_source import FieldPath, LoadedYaml, YamlSyntaxError, load_yaml
+from streamagents.jobs._yaml_source import FieldPath, LoadedYaml, YamlSyntaxError, load_yaml
 from streamagents.operators.config import Budgets, MemoryConfig
 from streamagents.operators.tools import load_tool
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from streamagents.connectors.providers import PROVIDERS
+from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
-from streamagents.jobs.model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jobs" / "examples" / "support_tickets.yaml"

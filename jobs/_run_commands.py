@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from streamagents.connectors.eventlog import finalize_in_progress
-from streamagents.jobs.cluster import flink_home, free_port, rest_call, script_environment
-from streamagents.jobs.model_choice import demo_banner, demo_server, model_spec
-from streamagents.jobs.progress import (
+from streamagents.jobs._model_choice import demo_banner, demo_server, model_spec
+from streamagents.jobs._progress import (
     TERMINAL_STATES,
     Progress,
     job_state,
@@ -29,6 +28,7 @@ from streamagents.jobs.progress import (
     read_progress,
     summary,
 )
+from streamagents.jobs.cluster import flink_home, free_port, rest_call, script_environment
 from streamagents.jobs.spec import LoadedSpec, SpecError, check_runnable, load_spec
 
 __all__ = ["register"]
@@ -215,7 +215,7 @@ def _submit(args: argparse.Namespace) -> int:
     if demo:
         print(demo_banner(loaded.model), flush=True)
         print("the demo model runs in this process: staying until the job ends", flush=True)
-    entry = Path(__file__).resolve().parent / "flink_entry.py"
+    entry = Path(__file__).resolve().parent / "_flink_entry.py"
     with demo_server(loaded.model) as demo_url:
         command = [
             "bash",
