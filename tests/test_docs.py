@@ -1,7 +1,9 @@
-"""Links between README, CONTRIBUTING, docs/ and the code point at pages and headings that exist."""
+"""The docs stay true: links between README, CONTRIBUTING, docs/ and the code resolve, and
+every `streamagents` import a page shows works."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -77,3 +79,24 @@ def test_the_anchor_rule_matches_githubs() -> None:
         "the-agent-operator-agent_stream-in-your-own-pyflink-job"
     )
     assert anchor("Errors and retries") == "errors-and-retries"
+
+
+_PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def documented_imports() -> list[tuple[str, str]]:
+    """(page, import statement) for every `streamagents` import in the pages' Python blocks."""
+    found = []
+    for page in PAGES:
+        for block in _PYTHON_BLOCK.findall(page.read_text(encoding="utf-8")):
+            for node in ast.walk(ast.parse(block)):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    statement = ast.unparse(node)
+                    if "streamagents" in statement:
+                        found.append((str(page.relative_to(ROOT)), statement))
+    return found
+
+
+@pytest.mark.parametrize(("page", "statement"), documented_imports())
+def test_every_import_a_page_shows_works(page: str, statement: str) -> None:
+    exec(statement, {})  # the import a reader would copy, and nothing else of the snippet
