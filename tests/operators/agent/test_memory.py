@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamagents.operators.memory import (
+from streamagents.operators.agent.memory import (
     history_expired,
     message_bytes,
     pack_messages,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
-from streamagents.operators.memory import pack_messages, unpack_messages
-from streamagents.operators.runtime import AgentRuntime, RunState
+from streamagents.operators.agent.memory import pack_messages, unpack_messages
+from streamagents.operators.agent.runtime import AgentRuntime, RunState
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart
 

@@ -29,17 +29,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.models import ChatModel, create_model
-from streamagents.operators.config import AgentConfig
-from streamagents.operators.memory import history_expired, packed_message, trim_history
-from streamagents.operators.records import (
+from streamagents.operators.agent._result_or_error import result_or_error
+from streamagents.operators.agent._run_events import event_id_for, make_event
+from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.memory import history_expired, packed_message, trim_history
+from streamagents.operators.agent.records import (
     InputError,
     InputRecord,
     dead_letter_record,
     parse_input,
 )
-from streamagents.operators.run_events import event_id_for, make_event
-from streamagents.operators.settle import settle
-from streamagents.operators.tools import ToolRegistry
+from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
 from streamagents.serde.safe_text import clip
@@ -375,7 +375,7 @@ class AgentRuntime:
                 work = self._call_model(state, history)
             else:
                 work = self._run_tools(pending.calls)
-            value, raised = await asyncio.wait_for(settle(work), remaining_s)
+            value, raised = await asyncio.wait_for(result_or_error(work), remaining_s)
         except asyncio.TimeoutError:
             outcome["error"] = ErrorInfo(type="RunTimeout", message="the run deadline passed")
         else:
