@@ -32,7 +32,7 @@ from streamagents.connectors.models import ChatModel, create_model
 from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.operators.agent._run_events import event_id_for, make_event
 from streamagents.operators.agent.config import AgentConfig
-from streamagents.operators.agent.memory import history_expired, packed_message, trim_history
+from streamagents.operators.agent.memory import history_expired, trim_history
 from streamagents.operators.agent.records import (
     InputError,
     InputRecord,
@@ -128,17 +128,6 @@ class RunState(BaseModel):
     def total_tokens(self) -> int:
         """Input plus output tokens so far."""
         return self.input_tokens + self.output_tokens
-
-    def pack(self) -> str:
-        """Compact JSON for keyed state (messages as `memory.pack_messages` writes them)."""
-        data = self.model_dump(mode="json", exclude={"messages"}, exclude_none=True)
-        data["messages"] = [packed_message(m) for m in self.messages]
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-
-    @classmethod
-    def unpack(cls, text: str) -> RunState:
-        """A RunState from `pack` (or from `model_dump_json`)."""
-        return cls.model_validate_json(text)
 
 
 class Outcome(BaseModel):
