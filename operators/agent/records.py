@@ -103,26 +103,24 @@ def parse_input(raw: str, key_field: str) -> InputRecord:
 def offload_input(record: InputRecord, store: MediaStore, threshold_bytes: int) -> str:
     """The record's input line with its inline media above the threshold put in `store`.
 
-    Each such entry of `parts` keeps its fields but has its `data` replaced by a `ref`, and
-    the line carries the record's id explicitly (a missing id is the sha256 of the line as
-    given, which the new line no longer is); every other field stays as given. A line
-    without such media comes back unchanged.
+    The media go through `MediaStore.offload`; each entry of `parts` it moved keeps its
+    fields but has its `data` replaced by the `ref`, and the line carries the record's id
+    explicitly (a missing id is the sha256 of the line as given, which the new line no
+    longer is); every other field stays as given. A line without such media comes back
+    unchanged.
     """
-    parts = record.message.parts
-    if not any(
-        not isinstance(p, TextPart) and p.data is not None and len(p.data) > threshold_bytes
-        for p in parts
-    ):
+    offloaded = store.offload(record.message, threshold_bytes)
+    if offloaded is record.message:
         return record.raw
     obj = json.loads(record.raw)
     given = obj["parts"]
-    # parse_input puts the `text` part (if any) before the parts as given, in their order.
-    for index, part in enumerate(parts[len(parts) - len(given) :]):
-        if isinstance(part, TextPart) or part.data is None or len(part.data) <= threshold_bytes:
-            continue
-        ref = store.put(part.data, part.mime_type)
-        kept = {k: v for k, v in given[index].items() if k != "data"}
-        given[index] = {**kept, "ref": ref.model_dump(mode="json", exclude_none=True)}
+    # parse_input puts the `text` part (if any) before the parts as given, in their order,
+    # and offload copies only the parts it moved.
+    moved = zip(record.message.parts[-len(given) :], offloaded.parts[-len(given) :], strict=True)
+    for index, (before, after) in enumerate(moved):
+        if after is not before:
+            kept = {k: v for k, v in given[index].items() if k != "data"}
+            given[index] = {**kept, "ref": after.ref.model_dump(mode="json", exclude_none=True)}
     obj["id"] = record.id
     return json.dumps(obj, ensure_ascii=False)
 

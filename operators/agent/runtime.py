@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from streamagents.connectors.media import MediaStore
+from streamagents.connectors.media import MediaStore, has_inline_media_above
 from streamagents.connectors.models import ChatModel, create_model
 from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.operators.agent._run_events import event_id_for, make_event
@@ -290,7 +290,7 @@ class AgentRuntime:
 
         Should the store fail, each inline part is logged as a text placeholder instead, so
         logging never fails a run."""
-        if not any(p.data is not None for p in message.media):
+        if not has_inline_media_above(message, 0):
             return message
         try:
             return self.store.offload(message, 0)
@@ -385,7 +385,7 @@ class AgentRuntime:
         response = await self.model.achat(
             request, self.tools.specs(), **self.config.model.generation
         )
-        if response.message.has_media and any(p.data is not None for p in response.message.media):
+        if has_inline_media_above(response.message, 0):
             message = await asyncio.to_thread(self.store.offload, response.message, 0)
             response = response.model_copy(update={"message": message})
         return response
@@ -393,9 +393,7 @@ class AgentRuntime:
     async def _run_tools(self, calls: Sequence[ToolCall]) -> list[ChatMessage]:
         results = await self.tools.run_all(calls)
         threshold = self.config.offload_threshold_bytes
-        if not any(
-            p.data is not None and len(p.data) > threshold for r in results for p in r.media
-        ):
+        if not any(has_inline_media_above(r, threshold) for r in results):
             return results
         return await asyncio.to_thread(lambda: [self.store.offload(r, threshold) for r in results])
 
