@@ -34,6 +34,7 @@ from streamagents.operators.agent._run_events import event_id_for, make_event
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.memory import history_expired, trim_history
 from streamagents.operators.agent.records import (
+    ErrorInfo,
     InputError,
     InputRecord,
     dead_letter_record,
@@ -62,17 +63,6 @@ __all__ = [
 def run_id_for(job_id: str, input_id: str) -> str:
     """The run id of an input: derived from the job and the input id, so replays agree."""
     return "run-" + hashlib.sha256(f"{job_id}\n{input_id}".encode()).hexdigest()[:32]
-
-
-class ErrorInfo(BaseModel):
-    """Why a run or a call failed: an error type and a message without secrets or bytes."""
-
-    model_config = ConfigDict(frozen=True)
-
-    type: str = Field(description='Error class, e.g. "BudgetExceeded", "RateLimited".')
-    message: str = Field(description="What happened, for a person.")
-    budget: str | None = Field(default=None, description="The budget that was hit, if any.")
-    limit: float | None = Field(default=None, description="That budget's limit.")
 
 
 class ModelAction(BaseModel):
@@ -316,16 +306,25 @@ class AgentRuntime:
         except Exception:
             return raw, None  # keeping it inline is the only way not to lose it
 
-    def _raw_input(self, data: dict[str, Any]) -> str:
-        """The raw input line of a run, read back from the store when it was large."""
-        if data["raw"] is not None:
-            return data["raw"]
-        if data["raw_ref"] is None:
+    def received_input(self, state: RunState) -> str:
+        """The input line of a run as received, read back from the store when it was large."""
+        if state.raw is not None:
+            return state.raw
+        if state.raw_ref is None:
             return ""
         try:
-            return self.store.get(data["raw_ref"]).decode()
+            return self.store.get(state.raw_ref).decode()
         except Exception as exc:
             return f"<raw input unavailable: {type(exc).__name__}>"
+
+    def dead_letter(self, state: RunState, error: ErrorInfo) -> str:
+        """The dead letter of a run that failed: `error` and the input as received.
+
+        Reads the store when the input was large: the engine calls it off its task thread.
+        """
+        return dead_letter_record(
+            "run", error, self.received_input(state), key=state.key, record_id=state.input_id
+        )
 
     def _request_model(self, run: _Run, upstream: str) -> str:
         """Log a chat request (its new messages are in the events before it); returns its id."""
@@ -608,16 +607,7 @@ class AgentRuntime:
         )
         output = self._output(run, "error", None, error)
         run.emit("output", attributes={"input_id": run.data["input_id"], "status": "error"})
-        letter = None
-        if dead_letter:
-            letter = dead_letter_record(
-                "run",
-                error.type,
-                error.message,
-                self._raw_input(run.data),
-                key=run.data["key"],
-                record_id=run.data["input_id"],
-            )
+        letter = self.dead_letter(run.state, error) if dead_letter else None
         return Step(state=None, events=run.events, output=output, dead_letter=letter)
 
     async def aclose(self) -> None:

@@ -36,17 +36,13 @@ from pyflink.datastream.functions import TimeDomain
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from streamagents.operators.agent.config import AgentConfig
-from streamagents.operators.agent.records import (
-    dead_letter_record,
-    parse_input,
-)
+from streamagents.operators.agent.records import ErrorInfo, dead_letter_record, parse_input
 from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState, Step
 from streamagents.operators.flink._engine_loop import EngineLoop, Timed
 from streamagents.operators.flink._metrics import EngineMetrics, UsageTotals
 from streamagents.operators.flink._poll_schedule import PollSchedule
 from streamagents.operators.flink._stored_history import StoredHistory
 from streamagents.serde.messages import ChatMessage
-from streamagents.serde.safe_text import clip
 
 __all__ = [
     "DEAD_LETTERS_TAG",
@@ -71,20 +67,6 @@ FAR_FUTURE_MS = 1 << 62
 
 _DRAIN_WAIT_S = 0.05
 _TIMEOUT_GRACE_MS = 5000
-
-
-def _error_type(error: BaseException) -> str:
-    return getattr(error, "error_type", None) or type(error).__name__
-
-
-def _guess_id(raw: Any) -> str | None:
-    """The id of a record that failed to parse, when one can still be read from it."""
-    try:
-        obj = json.loads(raw)
-    except (TypeError, ValueError):
-        return None
-    record_id = obj.get("id") if isinstance(obj, dict) else None
-    return record_id if isinstance(record_id, str) else None
 
 
 @dataclass
@@ -233,16 +215,14 @@ class AgentFunction(KeyedProcessFunction):
             except Exception as error:
                 self._metrics.runs_failed.inc()
                 self._metrics.dead_letters.inc()
-                record_id = record.id if record is not None else _guess_id(raw)
                 yield (
                     DEAD_LETTERS_TAG,
                     dead_letter_record(
                         "run",
-                        _error_type(error),
-                        clip(str(error)),
+                        ErrorInfo.from_exception(error),
                         raw,
                         key=key,
-                        record_id=record_id,
+                        record_id=record.id if record is not None else None,
                     ),
                 )
                 raw = self._dequeue()
@@ -440,20 +420,15 @@ class AgentFunction(KeyedProcessFunction):
     def _abandon(
         self, call: _Call, error: BaseException, key: str, ctx: Any, now_ms: int
     ) -> Iterator[Any]:
-        """End a run whose call or step failed unexpectedly: dead letter, then the next input."""
+        """End a run whose call or step failed unexpectedly: dead letter, then the next input.
+
+        The dead letter carries the input as received, read back from the media store when
+        the run kept it there (off the task thread, see `_off_task`).
+        """
         self._metrics.runs_failed.inc()
         self._metrics.dead_letters.inc()
-        yield (
-            DEAD_LETTERS_TAG,
-            dead_letter_record(
-                "run",
-                _error_type(error),
-                clip(str(error)),
-                call.state.raw or "",
-                key=key,
-                record_id=call.state.input_id,
-            ),
-        )
+        error_info = ErrorInfo.from_exception(error)
+        yield DEAD_LETTERS_TAG, self._off_task(self._runtime.dead_letter, call.state, error_info)
         self._run.clear()
         self._arm_cleanup(ctx, None)
         yield from self._begin(self._dequeue(), key, ctx)

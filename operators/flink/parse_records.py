@@ -18,13 +18,14 @@ from pyflink.datastream import ProcessFunction, RuntimeContext
 from streamagents.connectors.media import MediaStore
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.records import (
+    ErrorInfo,
     InputError,
     InputRecord,
     dead_letter_record,
     offload_input,
     parse_input,
 )
-from streamagents.operators.flink.agent_function import DEAD_LETTERS_TAG, _error_type, _guess_id
+from streamagents.operators.flink.agent_function import DEAD_LETTERS_TAG
 from streamagents.serde.safe_text import clip
 
 __all__ = ["KEYED_INPUT_TYPE", "ParseRecords"]
@@ -70,13 +71,10 @@ class ParseRecords(ProcessFunction):
                 )
             record = parse_input(value, self._key_field)
         except Exception as error:
-            record_id = _guess_id(value)
-            raw = value if isinstance(value, str) else repr(type(value))
+            received = value if isinstance(value, str) else repr(type(value))
             yield (
                 DEAD_LETTERS_TAG,
-                dead_letter_record(
-                    "parse", _error_type(error), clip(str(error)), raw, record_id=record_id
-                ),
+                dead_letter_record("parse", ErrorInfo.from_exception(error), received),
             )
             return
         if not record.message.has_media:
@@ -89,8 +87,9 @@ class ParseRecords(ProcessFunction):
                 DEAD_LETTERS_TAG,
                 dead_letter_record(
                     "parse",
-                    "MediaStoreError",
-                    clip(f"{type(error).__name__}: {error}"),
+                    ErrorInfo(
+                        type="MediaStoreError", message=clip(f"{type(error).__name__}: {error}")
+                    ),
                     value,
                     key=record.key,
                     record_id=record.id,
