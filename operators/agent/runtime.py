@@ -47,7 +47,6 @@ from streamagents.serde.safe_text import clip
 
 __all__ = [
     "AgentRuntime",
-    "ErrorInfo",
     "InputError",
     "InputRecord",
     "ModelAction",

@@ -412,7 +412,7 @@ class AgentFunction(KeyedProcessFunction):
         ctx: Any,
         now_ms: int,
     ) -> Iterator[Any]:
-        """Settle a step of a running run; when it ended, start the key's next input."""
+        """Apply a step of a running run; when it ended, start the key's next input."""
         running = yield from self._apply_step(step, before, history, key, ctx, now_ms)
         if not running:
             yield from self._begin(self._dequeue(), key, ctx)
