@@ -40,9 +40,8 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel
-from streamagents.operators import AgentConfig, ModelSpec, agent_stream, configure_environment
-from streamagents.operators.runtime import AgentRuntime
-from streamagents.operators.tools import ToolRegistry
+from streamagents.operators.agent import AgentConfig, AgentRuntime, ModelSpec, ToolRegistry
+from streamagents.operators.flink import agent_stream, configure_environment
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
 from streamagents.serde.messages import ChatMessage
 

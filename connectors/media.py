@@ -28,6 +28,7 @@ __all__ = [
     "MediaNotFoundError",
     "MediaStore",
     "MediaStoreError",
+    "has_inline_media_above",
 ]
 
 DEFAULT_OFFLOAD_THRESHOLD = 65536
@@ -48,6 +49,11 @@ class MediaNotFoundError(MediaStoreError, LookupError):
 
 class MediaIntegrityError(MediaStoreError):
     """The stored bytes do not hash to the ref's digest, or their size differs."""
+
+
+def has_inline_media_above(message: ChatMessage, threshold_bytes: int) -> bool:
+    """Whether `message` has inline media larger than `threshold_bytes` (what `offload` moves)."""
+    return any(p.data is not None and len(p.data) > threshold_bytes for p in message.media)
 
 
 def _open_filesystem(root: str) -> tuple[pafs.FileSystem, str, str]:
@@ -133,25 +139,16 @@ class MediaStore:
     def offload(
         self, message: ChatMessage, threshold_bytes: int = DEFAULT_OFFLOAD_THRESHOLD
     ) -> ChatMessage:
-        """A copy of `message` whose inline media larger than the threshold became refs."""
-        if not any(p.data is not None and len(p.data) > threshold_bytes for p in message.media):
+        """A copy of `message` whose inline media larger than the threshold became refs.
+
+        The one way media leaves messages for the store: parts it does not move stay the
+        same objects, and a message with nothing to move comes back itself."""
+        if not has_inline_media_above(message, threshold_bytes):
             return message
         parts = [
             part
             if isinstance(part, TextPart) or part.data is None or len(part.data) <= threshold_bytes
             else part.model_copy(update={"data": None, "ref": self.put(part.data, part.mime_type)})
-            for part in message.parts
-        ]
-        return message.model_copy(update={"parts": parts})
-
-    def resolve(self, message: ChatMessage) -> ChatMessage:
-        """A copy of `message` whose store refs became inline bytes, for building requests."""
-        if not any(p.ref is not None for p in message.media):
-            return message
-        parts = [
-            part
-            if isinstance(part, TextPart) or part.ref is None
-            else part.model_copy(update={"ref": None, "data": self.get(part.ref)})
             for part in message.parts
         ]
         return message.model_copy(update={"parts": parts})

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.jobs.spec import ModelEntry
-from streamagents.operators.config import ModelSpec
+from streamagents.operators.agent.config import ModelSpec
 
 __all__ = ["DEMO_API_KEY", "demo_banner", "demo_server", "model_spec"]
 

@@ -15,9 +15,8 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from streamagents.connectors.files import jsonl_sink, jsonl_source, kafka_source
 from streamagents.jobs.spec import JobSpec, LoadedSpec
-from streamagents.operators import agent_stream, configure_environment
-from streamagents.operators.config import AgentConfig, ModelSpec
-from streamagents.operators.eventlog_sink import sink_event_log
+from streamagents.operators.agent import AgentConfig, ModelSpec
+from streamagents.operators.flink import agent_stream, configure_environment, sink_event_log
 
 __all__ = [
     "DEAD_LETTERS_NAME",

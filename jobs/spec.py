@@ -31,8 +31,8 @@ from pydantic import (
 
 from streamagents.connectors.providers import PROVIDERS
 from streamagents.jobs._yaml_source import FieldPath, LoadedYaml, YamlSyntaxError, load_yaml
-from streamagents.operators.config import Budgets, MemoryConfig
-from streamagents.operators.tools import load_tool
+from streamagents.operators.agent.config import Budgets, MemoryConfig
+from streamagents.operators.agent.tools import load_tool
 
 __all__ = [
     "AgentSpec",

@@ -24,7 +24,7 @@ from streamagents.connectors.eventlog import (
     read_events,
 )
 from streamagents.jobs.cli import main
-from streamagents.operators.eventlog_sink import EventLogSinkFunction
+from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage
 

@@ -129,12 +129,6 @@ def test_offload_moves_only_media_above_the_threshold(tmp_path: Path) -> None:
     assert message.media[0].data == BIG, "offload returns a copy"
 
 
-def test_resolve_restores_the_original_message(tmp_path: Path) -> None:
-    store = MediaStore(str(tmp_path))
-    message = ChatMessage.user([TextPart(text="see"), ImagePart(mime_type="image/png", data=BIG)])
-    assert store.resolve(store.offload(message)) == message
-
-
 def test_offload_of_the_same_media_twice_writes_one_object(tmp_path: Path) -> None:
     store = MediaStore(str(tmp_path))
     message = ChatMessage.user([ImagePart(mime_type="image/png", data=BIG)])

@@ -26,14 +26,8 @@ from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.operators import (
-    AgentConfig,
-    Budgets,
-    MemoryConfig,
-    ModelSpec,
-    agent_stream,
-    configure_environment,
-)
+from streamagents.operators.agent import AgentConfig, Budgets, MemoryConfig, ModelSpec
+from streamagents.operators.flink import agent_stream, configure_environment
 from streamagents.serde.messages import decode_base64
 
 pytestmark = pytest.mark.e2e

@@ -95,9 +95,9 @@ def scripted_runtime(
 ) -> Any:
     """An AgentRuntime over a ScriptedTestModel, the given tools and a store under tmp_path."""
     from streamagents.connectors.media import MediaStore
-    from streamagents.operators.config import AgentConfig, ModelSpec
-    from streamagents.operators.runtime import AgentRuntime
-    from streamagents.operators.tools import ToolRegistry
+    from streamagents.operators.agent.config import AgentConfig, ModelSpec
+    from streamagents.operators.agent.runtime import AgentRuntime
+    from streamagents.operators.agent.tools import ToolRegistry
 
     config.setdefault("model", ModelSpec(provider="test", model="scripted"))
     cfg = AgentConfig(media_store=str(tmp_path / "media"), **config)

@@ -16,7 +16,7 @@ from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 
 from streamagents.jobs.cluster import free_port
-from streamagents.operators.eventlog_sink import sink_event_log
+from streamagents.operators.flink import sink_event_log
 
 
 def main() -> None:

@@ -28,7 +28,8 @@ from pyflink.datastream.connectors.file_system import (
 )
 from pyflink.java_gateway import get_gateway
 
-from streamagents.operators import AgentConfig, ModelSpec, agent_stream, configure_environment
+from streamagents.operators.agent import AgentConfig, ModelSpec
+from streamagents.operators.flink import agent_stream, configure_environment
 
 
 def build(args: argparse.Namespace) -> StreamExecutionEnvironment:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from streamagents.operators.tools import tool
+from streamagents.operators.agent.tools import tool
 from streamagents.serde.messages import ImagePart
 
 PNG = b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"camera").digest() * 4096  # ~128 KiB

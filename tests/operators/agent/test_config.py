@@ -7,7 +7,7 @@ import pickle
 import pytest
 from pydantic import ValidationError
 
-from streamagents.operators.config import AgentConfig, Budgets, MemoryConfig, ModelSpec
+from streamagents.operators.agent.config import AgentConfig, Budgets, MemoryConfig, ModelSpec
 
 
 def config() -> AgentConfig:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from streamagents.operators.memory import (
+from streamagents.operators.agent.memory import (
     history_expired,
     message_bytes,
-    pack_messages,
     trim_history,
-    unpack_messages,
 )
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -75,33 +73,3 @@ def test_ttl() -> None:
     assert not history_expired(None, 10_000_000, 5)
     assert not history_expired(1_000, 5_999, 5)
     assert history_expired(1_000, 6_000, 5)
-
-
-def test_packed_history_round_trips_and_leaves_out_only_empty_defaults_and_ref_locations() -> None:
-    ref = {
-        "sha256": "cd" * 32,
-        "mime_type": "image/png",
-        "size_bytes": 1_048_576,
-        "uri": "file:///store/sha256/cd/" + "cd" * 32,
-    }
-    call = ToolCall(id="c", name="t", arguments={"keep": None, "also": []}, metadata={"s": b"\x01"})
-    history = [
-        ChatMessage.user(
-            [
-                {"kind": "text", "text": "see"},
-                {"kind": "image", "mime_type": "image/png", "ref": ref},
-            ]
-        ),
-        ChatMessage(role="assistant", tool_calls=[call]),
-        ChatMessage.tool_result("c", "t", "", is_error=True),
-        ChatMessage(role="assistant", content=""),
-    ]
-    packed = pack_messages(history)
-    restored = unpack_messages(packed)
-    assert restored[1:] == history[1:]
-    assert restored[0].content == "see"
-    assert restored[0].parts[1].ref.sha256 == "cd" * 32
-    assert restored[0].parts[1].ref.size_bytes == 1_048_576
-    assert restored[0].parts[1].ref.uri is None
-    assert '"uri"' not in packed and '"metadata":{}' not in packed
-    assert len(packed) < 0.6 * sum(message_bytes(m) for m in history)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
-from streamagents.operators.memory import pack_messages, unpack_messages
-from streamagents.operators.runtime import AgentRuntime, RunState
+from streamagents.operators.agent.runtime import AgentRuntime, RunState
+from streamagents.operators.flink._stored_history import StoredHistory
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart
 
@@ -127,12 +127,12 @@ def test_state_stays_small_after_ten_turns_with_five_megabyte_images(tmp_path: P
         raw = json.dumps({"id": f"t{turn}", "key": "k", "text": "describe", "parts": parts})
         done = drive(runtime, raw, history=history)
         for state in done.states:
-            assert RunState.unpack(state.pack()) == state.model_copy(
-                update={"messages": unpack_messages(pack_messages(state.messages))}
-            )
-            largest_state = max(largest_state, len(state.pack()))
+            stored = state.model_dump_json()
+            assert RunState.model_validate_json(stored) == state
+            largest_state = max(largest_state, len(stored))
         assert done.history is not None
-        history = unpack_messages(pack_messages(done.history))
+        stored_history = StoredHistory(updated_ms=turn, messages=done.history).encode()
+        history = StoredHistory.decode(stored_history).messages
     assert len(history) == 20
     assert largest_state < 4096
-    assert len(pack_messages(history)) < 16384
+    assert len(stored_history) < 16384

@@ -10,8 +10,8 @@ from doubles import drive
 from runtime_tools import PNG
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.operators.config import AgentConfig, ModelSpec
-from streamagents.operators.runtime import AgentRuntime
+from streamagents.operators.agent.config import AgentConfig, ModelSpec
+from streamagents.operators.agent.runtime import AgentRuntime
 
 
 def test_a_tool_image_reaches_chat_completions_in_the_user_message_after_the_tool_message(

@@ -11,7 +11,7 @@ from typing import Literal, Optional
 import pytest
 from pydantic import BaseModel, Field
 
-from streamagents.operators.tools import (
+from streamagents.operators.agent.tools import (
     Tool,
     ToolImportError,
     ToolRegistry,

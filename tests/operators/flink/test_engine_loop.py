@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamagents.operators.engine_loop import EngineLoop
-from streamagents.operators.poll_schedule import PollSchedule
+from streamagents.operators.flink._engine_loop import EngineLoop
+from streamagents.operators.flink._poll_schedule import PollSchedule
 
 
 @pytest.fixture()

@@ -9,7 +9,7 @@ from typing import Any
 import fastavro
 import pytest
 
-from streamagents.operators.eventlog_sink import invalid_record_event
+from streamagents.operators.flink.eventlog_sink import invalid_record_event
 from streamagents.serde.chat import TokenUsage
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage
@@ -37,7 +37,7 @@ def sink_job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from pyflink.common import Configuration, Types
     from pyflink.datastream import StreamExecutionEnvironment
 
-    from streamagents.operators.eventlog_sink import sink_event_log
+    from streamagents.operators.flink.eventlog_sink import sink_event_log
 
     directory = tmp_path_factory.mktemp("eventlog")
     events = _events(40)

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from streamagents.operators.agent_operator import DEAD_LETTERS_TAG, ParseRecords
-from streamagents.operators.config import AgentConfig, ModelSpec
-from streamagents.operators.records import parse_input
+from streamagents.operators.agent.config import AgentConfig, ModelSpec
+from streamagents.operators.agent.records import parse_input
+from streamagents.operators.flink.agent_function import DEAD_LETTERS_TAG
+from streamagents.operators.flink.parse_records import ParseRecords
 
 BIG = b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"parse").digest() * 2048  # ~64 KiB
 SMALL = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100

@@ -33,7 +33,7 @@ from typing import Any, get_type_hints
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from streamagents.operators.settle import settle
+from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import (
     AudioPart,
@@ -402,7 +402,7 @@ class ToolRegistry:
             return self._error(call, f"invalid arguments for tool {call.name!r}: {problems}")
         try:
             value, raised = await asyncio.wait_for(
-                settle(self._invoke(found, kwargs)), self.timeout_s
+                result_or_error(self._invoke(found, kwargs)), self.timeout_s
             )
         except asyncio.TimeoutError:
             return self._error(call, f"tool {call.name!r} timed out after {self.timeout_s:g} s")

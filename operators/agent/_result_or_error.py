@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TypeVar
 
-__all__ = ["settle"]
+__all__ = ["result_or_error"]
 
 T = TypeVar("T")
 
 
-async def settle(work: Awaitable[T]) -> tuple[T | None, Exception | None]:
+async def result_or_error(work: Awaitable[T]) -> tuple[T | None, Exception | None]:
     """(result, None) when `work` succeeds, (None, exception) when it raises."""
     try:
         return await work, None

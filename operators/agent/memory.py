@@ -11,9 +11,7 @@ whether the history outlived its TTL.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,10 +21,7 @@ __all__ = [
     "TrimResult",
     "history_expired",
     "message_bytes",
-    "pack_messages",
-    "packed_message",
     "trim_history",
-    "unpack_messages",
 ]
 
 
@@ -76,41 +71,3 @@ def history_expired(updated_ms: int | None, now_ms: int, ttl_seconds: float | No
     if ttl_seconds is None or updated_ms is None:
         return False
     return now_ms - updated_ms >= ttl_seconds * 1000.0
-
-
-_EMPTY: tuple[object, ...] = (None, [], {})
-
-
-def _without_empty(fields: dict[str, Any]) -> dict[str, Any]:
-    """Leave out the fields at an empty default (None, [], {}), without looking inside."""
-    return {k: v for k, v in fields.items() if not any(v == e for e in _EMPTY)}
-
-
-def packed_message(message: ChatMessage) -> dict[str, Any]:
-    """A message's JSON form without empty defaults, derived content or ref locations."""
-    data = _without_empty(message.model_dump(mode="json"))
-    if data.get("is_error") is False:
-        del data["is_error"]
-    if "parts" in data:
-        data.pop("content", None)  # derived from the text parts on load
-        parts = [_without_empty(part) for part in data["parts"]]
-        for part in parts:
-            if "ref" in part:
-                part["ref"] = _without_empty({**part["ref"], "uri": None})
-        data["parts"] = parts
-    if "tool_calls" in data:
-        data["tool_calls"] = [_without_empty(call) for call in data["tool_calls"]]
-    return data
-
-
-def pack_messages(messages: Sequence[ChatMessage]) -> str:
-    """Compact JSON of messages for keyed state: empty defaults and ref locations left out.
-
-    A ref keeps its digest, mime type and size; its `uri` is dropped because the store finds
-    an object by digest alone (adapters resolve refs through the store)."""
-    return json.dumps([packed_message(m) for m in messages], separators=(",", ":"))
-
-
-def unpack_messages(text: str) -> list[ChatMessage]:
-    """Messages from `pack_messages` (or from any JSON list of messages)."""
-    return [ChatMessage.model_validate(item) for item in json.loads(text)]

@@ -15,8 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from streamagents.connectors.media import MediaStore
 from streamagents.serde.messages import ChatMessage, Part, TextPart
+from streamagents.serde.safe_text import clip
 
-__all__ = ["InputError", "InputRecord", "dead_letter_record", "offload_input", "parse_input"]
+__all__ = [
+    "ErrorInfo",
+    "InputError",
+    "InputRecord",
+    "dead_letter_record",
+    "offload_input",
+    "parse_input",
+]
 
 _RESERVED = ("id", "text", "parts")
 _PARTS: TypeAdapter[list[Any]] = TypeAdapter(list[Part])
@@ -28,6 +36,23 @@ class InputError(ValueError):
     def __init__(self, message: str, error_type: str = "InvalidInput") -> None:
         super().__init__(message)
         self.error_type = error_type
+
+
+class ErrorInfo(BaseModel):
+    """Why a run or a call failed: an error type and a message without secrets or bytes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str = Field(description='Error class, e.g. "BudgetExceeded", "RateLimited".')
+    message: str = Field(description="What happened, for a person.")
+    budget: str | None = Field(default=None, description="The budget that was hit, if any.")
+    limit: float | None = Field(default=None, description="That budget's limit.")
+
+    @classmethod
+    def from_exception(cls, error: BaseException) -> ErrorInfo:
+        """Its `error_type` (else its class name) and its message, clipped."""
+        error_type = getattr(error, "error_type", None) or type(error).__name__
+        return cls(type=error_type, message=clip(str(error)))
 
 
 class InputRecord(BaseModel):
@@ -103,48 +128,60 @@ def parse_input(raw: str, key_field: str) -> InputRecord:
 def offload_input(record: InputRecord, store: MediaStore, threshold_bytes: int) -> str:
     """The record's input line with its inline media above the threshold put in `store`.
 
-    Each such entry of `parts` keeps its fields but has its `data` replaced by a `ref`, and
-    the line carries the record's id explicitly (a missing id is the sha256 of the line as
-    given, which the new line no longer is); every other field stays as given. A line
-    without such media comes back unchanged.
+    The media go through `MediaStore.offload`; each entry of `parts` it moved keeps its
+    fields but has its `data` replaced by the `ref`, and the line carries the record's id
+    explicitly (a missing id is the sha256 of the line as given, which the new line no
+    longer is); every other field stays as given. A line without such media comes back
+    unchanged.
     """
-    parts = record.message.parts
-    if not any(
-        not isinstance(p, TextPart) and p.data is not None and len(p.data) > threshold_bytes
-        for p in parts
-    ):
+    offloaded = store.offload(record.message, threshold_bytes)
+    if offloaded is record.message:
         return record.raw
     obj = json.loads(record.raw)
     given = obj["parts"]
-    # parse_input puts the `text` part (if any) before the parts as given, in their order.
-    for index, part in enumerate(parts[len(parts) - len(given) :]):
-        if isinstance(part, TextPart) or part.data is None or len(part.data) <= threshold_bytes:
-            continue
-        ref = store.put(part.data, part.mime_type)
-        kept = {k: v for k, v in given[index].items() if k != "data"}
-        given[index] = {**kept, "ref": ref.model_dump(mode="json", exclude_none=True)}
+    # parse_input puts the `text` part (if any) before the parts as given, in their order,
+    # and offload copies only the parts it moved.
+    moved = zip(record.message.parts[-len(given) :], offloaded.parts[-len(given) :], strict=True)
+    for index, (before, after) in enumerate(moved):
+        if after is not before:
+            kept = {k: v for k, v in given[index].items() if k != "data"}
+            given[index] = {**kept, "ref": after.ref.model_dump(mode="json", exclude_none=True)}
     obj["id"] = record.id
     return json.dumps(obj, ensure_ascii=False)
 
 
+def _given_id(received: str) -> str | None:
+    """The id a received line gives, when one can be read from it (it may not parse)."""
+    try:
+        obj = json.loads(received)
+    except (TypeError, ValueError):
+        return None
+    record_id = obj.get("id") if isinstance(obj, dict) else None
+    return record_id if isinstance(record_id, str) else None
+
+
 def dead_letter_record(
     stage: str,
-    error_type: str,
-    reason: str,
-    raw: str,
+    error: ErrorInfo,
+    received: str,
     *,
     key: str | None = None,
     record_id: str | None = None,
 ) -> str:
-    """A dead-letter record as JSON: where it failed, why, and the raw input as given."""
+    """A dead-letter record as JSON: where it failed, why, and the input line as received.
+
+    Every dead letter is built here, so none lacks its input: `received` is the whole line
+    (a caller whose run kept it in the media store reads it back first). `record_id`
+    defaults to the id the line gives, if any.
+    """
     return json.dumps(
         {
             "stage": stage,
-            "error_type": error_type,
-            "reason": reason,
+            "error_type": error.type,
+            "reason": error.message,
             "key": key,
-            "id": record_id,
-            "input": raw,
+            "id": record_id if record_id is not None else _given_id(received),
+            "input": received,
         },
         ensure_ascii=False,
     )

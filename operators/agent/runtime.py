@@ -27,26 +27,26 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from streamagents.connectors.media import MediaStore
+from streamagents.connectors.media import MediaStore, has_inline_media_above
 from streamagents.connectors.providers import ChatModel, create_model
-from streamagents.operators.config import AgentConfig
-from streamagents.operators.memory import history_expired, packed_message, trim_history
-from streamagents.operators.records import (
+from streamagents.operators.agent._result_or_error import result_or_error
+from streamagents.operators.agent._run_events import event_id_for, make_event
+from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.memory import history_expired, trim_history
+from streamagents.operators.agent.records import (
+    ErrorInfo,
     InputError,
     InputRecord,
     dead_letter_record,
     parse_input,
 )
-from streamagents.operators.run_events import event_id_for, make_event
-from streamagents.operators.settle import settle
-from streamagents.operators.tools import ToolRegistry
+from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
 from streamagents.serde.safe_text import clip
 
 __all__ = [
     "AgentRuntime",
-    "ErrorInfo",
     "InputError",
     "InputRecord",
     "ModelAction",
@@ -62,17 +62,6 @@ __all__ = [
 def run_id_for(job_id: str, input_id: str) -> str:
     """The run id of an input: derived from the job and the input id, so replays agree."""
     return "run-" + hashlib.sha256(f"{job_id}\n{input_id}".encode()).hexdigest()[:32]
-
-
-class ErrorInfo(BaseModel):
-    """Why a run or a call failed: an error type and a message without secrets or bytes."""
-
-    model_config = ConfigDict(frozen=True)
-
-    type: str = Field(description='Error class, e.g. "BudgetExceeded", "RateLimited".')
-    message: str = Field(description="What happened, for a person.")
-    budget: str | None = Field(default=None, description="The budget that was hit, if any.")
-    limit: float | None = Field(default=None, description="That budget's limit.")
 
 
 class ModelAction(BaseModel):
@@ -128,17 +117,6 @@ class RunState(BaseModel):
     def total_tokens(self) -> int:
         """Input plus output tokens so far."""
         return self.input_tokens + self.output_tokens
-
-    def pack(self) -> str:
-        """Compact JSON for keyed state (messages as `memory.pack_messages` writes them)."""
-        data = self.model_dump(mode="json", exclude={"messages"}, exclude_none=True)
-        data["messages"] = [packed_message(m) for m in self.messages]
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-
-    @classmethod
-    def unpack(cls, text: str) -> RunState:
-        """A RunState from `pack` (or from `model_dump_json`)."""
-        return cls.model_validate_json(text)
 
 
 class Outcome(BaseModel):
@@ -301,7 +279,7 @@ class AgentRuntime:
 
         Should the store fail, each inline part is logged as a text placeholder instead, so
         logging never fails a run."""
-        if not any(p.data is not None for p in message.media):
+        if not has_inline_media_above(message, 0):
             return message
         try:
             return self.store.offload(message, 0)
@@ -327,16 +305,25 @@ class AgentRuntime:
         except Exception:
             return raw, None  # keeping it inline is the only way not to lose it
 
-    def _raw_input(self, data: dict[str, Any]) -> str:
-        """The raw input line of a run, read back from the store when it was large."""
-        if data["raw"] is not None:
-            return data["raw"]
-        if data["raw_ref"] is None:
+    def received_input(self, state: RunState) -> str:
+        """The input line of a run as received, read back from the store when it was large."""
+        if state.raw is not None:
+            return state.raw
+        if state.raw_ref is None:
             return ""
         try:
-            return self.store.get(data["raw_ref"]).decode()
+            return self.store.get(state.raw_ref).decode()
         except Exception as exc:
             return f"<raw input unavailable: {type(exc).__name__}>"
+
+    def dead_letter(self, state: RunState, error: ErrorInfo) -> str:
+        """The dead letter of a run that failed: `error` and the input as received.
+
+        Reads the store when the input was large: the engine calls it off its task thread.
+        """
+        return dead_letter_record(
+            "run", error, self.received_input(state), key=state.key, record_id=state.input_id
+        )
 
     def _request_model(self, run: _Run, upstream: str) -> str:
         """Log a chat request (its new messages are in the events before it); returns its id."""
@@ -375,7 +362,7 @@ class AgentRuntime:
                 work = self._call_model(state, history)
             else:
                 work = self._run_tools(pending.calls)
-            value, raised = await asyncio.wait_for(settle(work), remaining_s)
+            value, raised = await asyncio.wait_for(result_or_error(work), remaining_s)
         except asyncio.TimeoutError:
             outcome["error"] = ErrorInfo(type="RunTimeout", message="the run deadline passed")
         else:
@@ -396,7 +383,7 @@ class AgentRuntime:
         response = await self.model.achat(
             request, self.tools.specs(), **self.config.model.generation
         )
-        if response.message.has_media and any(p.data is not None for p in response.message.media):
+        if has_inline_media_above(response.message, 0):
             message = await asyncio.to_thread(self.store.offload, response.message, 0)
             response = response.model_copy(update={"message": message})
         return response
@@ -404,9 +391,7 @@ class AgentRuntime:
     async def _run_tools(self, calls: Sequence[ToolCall]) -> list[ChatMessage]:
         results = await self.tools.run_all(calls)
         threshold = self.config.offload_threshold_bytes
-        if not any(
-            p.data is not None and len(p.data) > threshold for r in results for p in r.media
-        ):
+        if not any(has_inline_media_above(r, threshold) for r in results):
             return results
         return await asyncio.to_thread(lambda: [self.store.offload(r, threshold) for r in results])
 
@@ -621,16 +606,7 @@ class AgentRuntime:
         )
         output = self._output(run, "error", None, error)
         run.emit("output", attributes={"input_id": run.data["input_id"], "status": "error"})
-        letter = None
-        if dead_letter:
-            letter = dead_letter_record(
-                "run",
-                error.type,
-                error.message,
-                self._raw_input(run.data),
-                key=run.data["key"],
-                record_id=run.data["input_id"],
-            )
+        letter = self.dead_letter(run.state, error) if dead_letter else None
         return Step(state=None, events=run.events, output=output, dead_letter=letter)
 
     async def aclose(self) -> None:

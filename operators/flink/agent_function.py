@@ -1,9 +1,4 @@
-"""The PyFlink functions of the agent engine: parse and validate, then one keyed agent function.
-
-`ParseRecords` runs before `key_by`: a line that cannot become a run goes to the dead-letter
-side output with the reason and the raw line; a good one goes on as `(key, line)`, its
-inline media above the offload threshold already in the media store and the line holding
-their refs, so a queued input never keeps media bytes in keyed state.
+"""The keyed agent function of the engine, and the side outputs it writes.
 
 `AgentFunction` is a `KeyedProcessFunction` (thread mode) that keeps, per key, in keyed
 state: the run in progress (`RunState` JSON), the queue of inputs waiting for it (arrival
@@ -36,33 +31,23 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyflink.common import Types
-from pyflink.datastream import KeyedProcessFunction, OutputTag, ProcessFunction, RuntimeContext
+from pyflink.datastream import KeyedProcessFunction, OutputTag, RuntimeContext
 from pyflink.datastream.functions import TimeDomain
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
-from streamagents.connectors.media import MediaStore
-from streamagents.operators.config import AgentConfig
-from streamagents.operators.engine_loop import EngineLoop, Timed
-from streamagents.operators.engine_metrics import EngineMetrics, UsageTotals
-from streamagents.operators.poll_schedule import PollSchedule
-from streamagents.operators.records import (
-    InputError,
-    InputRecord,
-    dead_letter_record,
-    offload_input,
-    parse_input,
-)
-from streamagents.operators.runtime import AgentRuntime, Outcome, RunState, Step
-from streamagents.operators.stored_history import StoredHistory
+from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.records import ErrorInfo, dead_letter_record, parse_input
+from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState, Step
+from streamagents.operators.flink._engine_loop import EngineLoop, Timed
+from streamagents.operators.flink._metrics import EngineMetrics, UsageTotals
+from streamagents.operators.flink._poll_schedule import PollSchedule
+from streamagents.operators.flink._stored_history import StoredHistory
 from streamagents.serde.messages import ChatMessage
-from streamagents.serde.safe_text import clip
 
 __all__ = [
     "DEAD_LETTERS_TAG",
     "EVENTS_TAG",
-    "KEYED_INPUT_TYPE",
     "AgentFunction",
-    "ParseRecords",
     "RuntimeFactory",
 ]
 
@@ -71,9 +56,6 @@ EVENTS_TAG = OutputTag("streamagents-events", Types.STRING())
 
 DEAD_LETTERS_TAG = OutputTag("streamagents-dead-letters", Types.STRING())
 """Side output of both functions: dead-letter records (JSON strings)."""
-
-KEYED_INPUT_TYPE = Types.TUPLE([Types.STRING(), Types.STRING()])
-"""What `ParseRecords` emits: (key, input line with large inline media as refs)."""
 
 RuntimeFactory = Callable[[AgentConfig], AgentRuntime]
 """Builds the runtime a subtask drives, in `open()`; must be picklable (module level)."""
@@ -85,87 +67,6 @@ FAR_FUTURE_MS = 1 << 62
 
 _DRAIN_WAIT_S = 0.05
 _TIMEOUT_GRACE_MS = 5000
-
-
-def _error_type(error: BaseException) -> str:
-    return getattr(error, "error_type", None) or type(error).__name__
-
-
-def _guess_id(raw: Any) -> str | None:
-    """The id of a record that failed to parse, when one can still be read from it."""
-    try:
-        obj = json.loads(raw)
-    except (TypeError, ValueError):
-        return None
-    record_id = obj.get("id") if isinstance(obj, dict) else None
-    return record_id if isinstance(record_id, str) else None
-
-
-class ParseRecords(ProcessFunction):
-    """Parses input lines: good ones go on as (key, input line), bad ones to dead letters.
-
-    Inline media above the offload threshold go to the media store here, before the line
-    can wait in a key's queue, so keyed state never holds their bytes: the line goes on
-    with those parts as refs and its id written in (see `offload_input`).
-    """
-
-    def __init__(self, config: AgentConfig) -> None:
-        self._key_field = config.key_field
-        self._media_root = config.media_store
-        self._threshold = config.offload_threshold_bytes
-
-    def open(self, runtime_context: RuntimeContext) -> None:
-        """Start the thread the media store is used on (see `AgentFunction._off_task`)."""
-        self._store: MediaStore | None = None
-        self._worker = ThreadPoolExecutor(1, thread_name_prefix="streamagents-parse")
-
-    def close(self) -> None:
-        """Stop the media store's thread."""
-        self._worker.shutdown(wait=False)
-
-    def _offload(self, record: InputRecord) -> str:
-        """The record's line with large inline media stored (on the worker thread only)."""
-        if self._store is None:
-            self._store = MediaStore(self._media_root)
-        return offload_input(record, self._store, self._threshold)
-
-    def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterator[Any]:
-        """Validate one line, offload its large inline media and route it."""
-        try:
-            if not isinstance(value, str):
-                raise InputError(
-                    f"input must be a JSON text line, not {type(value).__name__}", "InvalidJson"
-                )
-            record = parse_input(value, self._key_field)
-        except Exception as error:
-            record_id = _guess_id(value)
-            raw = value if isinstance(value, str) else repr(type(value))
-            yield (
-                DEAD_LETTERS_TAG,
-                dead_letter_record(
-                    "parse", _error_type(error), clip(str(error)), raw, record_id=record_id
-                ),
-            )
-            return
-        if not record.message.has_media:
-            yield record.key, value
-            return
-        try:
-            line = self._worker.submit(self._offload, record).result()
-        except Exception as error:
-            yield (
-                DEAD_LETTERS_TAG,
-                dead_letter_record(
-                    "parse",
-                    "MediaStoreError",
-                    clip(f"{type(error).__name__}: {error}"),
-                    value,
-                    key=record.key,
-                    record_id=record.id,
-                ),
-            )
-            return
-        yield record.key, line
 
 
 @dataclass
@@ -314,16 +215,14 @@ class AgentFunction(KeyedProcessFunction):
             except Exception as error:
                 self._metrics.runs_failed.inc()
                 self._metrics.dead_letters.inc()
-                record_id = record.id if record is not None else _guess_id(raw)
                 yield (
                     DEAD_LETTERS_TAG,
                     dead_letter_record(
                         "run",
-                        _error_type(error),
-                        clip(str(error)),
+                        ErrorInfo.from_exception(error),
                         raw,
                         key=key,
-                        record_id=record_id,
+                        record_id=record.id if record is not None else None,
                     ),
                 )
                 raw = self._dequeue()
@@ -331,13 +230,13 @@ class AgentFunction(KeyedProcessFunction):
             self._metrics.runs_started.inc()
             if step.state is not None and not self._draining:
                 ctx.timer_service().register_event_time_timer(FAR_FUTURE_MS)
-            running = yield from self._settle(step, UsageTotals(), history, key, ctx, now)
+            running = yield from self._apply_step(step, UsageTotals(), history, key, ctx, now)
             if running:
                 return
             raw = self._dequeue()
         self._run.clear()
 
-    def _settle(
+    def _apply_step(
         self,
         step: Step,
         before: UsageTotals,
@@ -513,28 +412,23 @@ class AgentFunction(KeyedProcessFunction):
         ctx: Any,
         now_ms: int,
     ) -> Iterator[Any]:
-        """Settle a step of a running run; when it ended, start the key's next input."""
-        running = yield from self._settle(step, before, history, key, ctx, now_ms)
+        """Apply a step of a running run; when it ended, start the key's next input."""
+        running = yield from self._apply_step(step, before, history, key, ctx, now_ms)
         if not running:
             yield from self._begin(self._dequeue(), key, ctx)
 
     def _abandon(
         self, call: _Call, error: BaseException, key: str, ctx: Any, now_ms: int
     ) -> Iterator[Any]:
-        """End a run whose call or step failed unexpectedly: dead letter, then the next input."""
+        """End a run whose call or step failed unexpectedly: dead letter, then the next input.
+
+        The dead letter carries the input as received, read back from the media store when
+        the run kept it there (off the task thread, see `_off_task`).
+        """
         self._metrics.runs_failed.inc()
         self._metrics.dead_letters.inc()
-        yield (
-            DEAD_LETTERS_TAG,
-            dead_letter_record(
-                "run",
-                _error_type(error),
-                clip(str(error)),
-                call.state.raw or "",
-                key=key,
-                record_id=call.state.input_id,
-            ),
-        )
+        error_info = ErrorInfo.from_exception(error)
+        yield DEAD_LETTERS_TAG, self._off_task(self._runtime.dead_letter, call.state, error_info)
         self._run.clear()
         self._arm_cleanup(ctx, None)
         yield from self._begin(self._dequeue(), key, ctx)

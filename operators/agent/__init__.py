@@ -1,0 +1,28 @@
+"""The agent core in plain Python: config, tools, memory, records and the run state machine.
+
+Nothing here imports PyFlink: `AgentRuntime` turns an input record into model and tool
+calls step by step, and `streamagents.operators.flink` drives it on a keyed stream.
+
+```python
+config = AgentConfig(model=ModelSpec(provider="gemini", model="..."), tools=["my_tools:lookup"])
+runtime = AgentRuntime.from_config(config)
+```
+"""
+
+from __future__ import annotations
+
+from streamagents.operators.agent.config import AgentConfig, Budgets, MemoryConfig, ModelSpec
+from streamagents.operators.agent.runtime import AgentRuntime
+from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool, tool
+
+__all__ = [
+    "AgentConfig",
+    "AgentRuntime",
+    "Budgets",
+    "MemoryConfig",
+    "ModelSpec",
+    "Tool",
+    "ToolRegistry",
+    "load_tool",
+    "tool",
+]

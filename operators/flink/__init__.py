@@ -1,0 +1,100 @@
+"""The PyFlink engine that runs agents on keyed streams: `agent_stream` and its settings.
+
+```python
+from streamagents.operators.agent import AgentConfig, ModelSpec
+from streamagents.operators.flink import agent_stream, configure_environment
+
+env = StreamExecutionEnvironment.get_execution_environment(configure_environment(Configuration()))
+streams = agent_stream(lines, AgentConfig(model=ModelSpec(provider="gemini", model="...")))
+streams.outputs.sink_to(...); streams.events.sink_to(...); streams.dead_letters.sink_to(...)
+```
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, TypeVar
+
+from pyflink.common import Configuration, Types
+from pyflink.datastream import DataStream, StreamExecutionEnvironment
+
+from streamagents.operators.agent import AgentConfig, AgentRuntime
+from streamagents.operators.flink.agent_function import (
+    DEAD_LETTERS_TAG,
+    EVENTS_TAG,
+    AgentFunction,
+    RuntimeFactory,
+)
+from streamagents.operators.flink.eventlog_sink import sink_event_log
+from streamagents.operators.flink.parse_records import KEYED_INPUT_TYPE, ParseRecords
+
+__all__ = [
+    "ENGINE_SETTINGS",
+    "AgentStreams",
+    "RuntimeFactory",
+    "agent_stream",
+    "configure_environment",
+    "sink_event_log",
+]
+
+ENGINE_SETTINGS = {
+    "python.execution-mode": "thread",
+    "python.fn-execution.bundle.size": "100000",
+    "python.fn-execution.bundle.time": "5",
+}
+"""What the engine needs: thread mode (keyed state and timers in-process; process mode
+loses timers at checkpoints), bundles far larger than the number of busy keys (PyFlink
+stops its timer loop early at a multiple of the bundle size) and a short bundle time."""
+
+E = TypeVar("E", Configuration, StreamExecutionEnvironment)
+
+
+class AgentStreams(NamedTuple):
+    """The three streams of an agent: output records, event-log records and dead letters."""
+
+    outputs: DataStream
+    events: DataStream
+    dead_letters: DataStream
+
+
+def configure_environment(env_or_config: E) -> E:
+    """Apply the settings the agent engine requires to a Configuration or an environment."""
+    if isinstance(env_or_config, StreamExecutionEnvironment):
+        config = Configuration()
+        for key, value in ENGINE_SETTINGS.items():
+            config.set_string(key, value)
+        env_or_config.configure(config)
+        return env_or_config
+    for key, value in ENGINE_SETTINGS.items():
+        env_or_config.set_string(key, value)
+    return env_or_config
+
+
+def agent_stream(
+    records: DataStream,
+    config: AgentConfig,
+    runtime_factory: RuntimeFactory = AgentRuntime.from_config,
+    uid: str | None = None,
+) -> AgentStreams:
+    """Run the agent `config` describes on a stream of JSON input lines, one run per key.
+
+    `records` carries input lines (JSON strings, see the record format); the result holds
+    the output records, the event-log records and the dead letters, all JSON strings.
+    `runtime_factory` builds the runtime in each subtask (default: from the config);
+    `uid` names the stateful operator for savepoints (default: `config.job_id`).
+    """
+    name = uid or config.job_id
+    parsed = records.process(ParseRecords(config), output_type=KEYED_INPUT_TYPE)
+    # Parse at the input's parallelism so it chains to it: a key's inputs then reach the
+    # agent in the order of their source partition (a rebalance would reorder them).
+    parallelism = records._j_data_stream.getParallelism()
+    parsed = parsed.set_parallelism(parallelism).name(f"{name}-parse").uid(f"{name}-parse")
+    outputs = (
+        parsed.key_by(lambda keyed: keyed[0], key_type=Types.STRING())
+        .process(AgentFunction(config, runtime_factory), output_type=Types.STRING())
+        .name(f"{name}-agent")
+        .uid(f"{name}-agent")
+    )
+    dead_letters = parsed.get_side_output(DEAD_LETTERS_TAG).union(
+        outputs.get_side_output(DEAD_LETTERS_TAG)
+    )
+    return AgentStreams(outputs, outputs.get_side_output(EVENTS_TAG), dead_letters)

@@ -1,0 +1,99 @@
+"""The parse step before `key_by`: input lines become (key, line) or dead letters.
+
+A line that cannot become a run goes to the dead-letter side output with the reason and
+the raw line; a good one goes on as `(key, line)`, its inline media above the offload
+threshold already in the media store and the line holding their refs, so a queued input
+never keeps media bytes in keyed state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pyflink.common import Types
+from pyflink.datastream import ProcessFunction, RuntimeContext
+
+from streamagents.connectors.media import MediaStore
+from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.records import (
+    ErrorInfo,
+    InputError,
+    InputRecord,
+    dead_letter_record,
+    offload_input,
+    parse_input,
+)
+from streamagents.operators.flink.agent_function import DEAD_LETTERS_TAG
+from streamagents.serde.safe_text import clip
+
+__all__ = ["KEYED_INPUT_TYPE", "ParseRecords"]
+
+KEYED_INPUT_TYPE = Types.TUPLE([Types.STRING(), Types.STRING()])
+"""What `ParseRecords` emits: (key, input line with large inline media as refs)."""
+
+
+class ParseRecords(ProcessFunction):
+    """Parses input lines: good ones go on as (key, input line), bad ones to dead letters.
+
+    Inline media above the offload threshold go to the media store here, before the line
+    can wait in a key's queue, so keyed state never holds their bytes: the line goes on
+    with those parts as refs and its id written in (see `offload_input`).
+    """
+
+    def __init__(self, config: AgentConfig) -> None:
+        self._key_field = config.key_field
+        self._media_root = config.media_store
+        self._threshold = config.offload_threshold_bytes
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        """Start the thread the media store is used on (see `AgentFunction._off_task`)."""
+        self._store: MediaStore | None = None
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="streamagents-parse")
+
+    def close(self) -> None:
+        """Stop the media store's thread."""
+        self._worker.shutdown(wait=False)
+
+    def _offload(self, record: InputRecord) -> str:
+        """The record's line with large inline media stored (on the worker thread only)."""
+        if self._store is None:
+            self._store = MediaStore(self._media_root)
+        return offload_input(record, self._store, self._threshold)
+
+    def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterator[Any]:
+        """Validate one line, offload its large inline media and route it."""
+        try:
+            if not isinstance(value, str):
+                raise InputError(
+                    f"input must be a JSON text line, not {type(value).__name__}", "InvalidJson"
+                )
+            record = parse_input(value, self._key_field)
+        except Exception as error:
+            received = value if isinstance(value, str) else repr(type(value))
+            yield (
+                DEAD_LETTERS_TAG,
+                dead_letter_record("parse", ErrorInfo.from_exception(error), received),
+            )
+            return
+        if not record.message.has_media:
+            yield record.key, value
+            return
+        try:
+            line = self._worker.submit(self._offload, record).result()
+        except Exception as error:
+            yield (
+                DEAD_LETTERS_TAG,
+                dead_letter_record(
+                    "parse",
+                    ErrorInfo(
+                        type="MediaStoreError", message=clip(f"{type(error).__name__}: {error}")
+                    ),
+                    value,
+                    key=record.key,
+                    record_id=record.id,
+                ),
+            )
+            return
+        yield record.key, line
