@@ -19,9 +19,11 @@ import urllib.request
 from collections import Counter
 from typing import Any
 
+import doubles
 import e2e_tools
+import provider_wire
 import pytest
-from doubles import GeminiScript, function_responses
+from doubles import GeminiScript, StepFailsRuntime, function_responses
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
@@ -59,6 +61,8 @@ GOOD = [
     *({"id": f"slow-{i}", "key": f"s{i}", "text": f"scenario:slow n{i}"} for i in range(40)),
     {"id": "mem-2", "key": "mem", "text": "scenario:plain later", "hold_s": HOLD_S},
 ]
+ABANDONED = {"id": "abandon-1", "key": "abandon", "text": "scenario:plain " + "long " * 400}
+"""Its run fails in the engine after its model call; its line (over 1 KiB) waits in the store."""
 BAD = [
     "not json",
     json.dumps({"key": "x"}),
@@ -126,7 +130,8 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
         conf.set_string("metrics.fetcher.update-interval", "200")
         env = StreamExecutionEnvironment.get_execution_environment(conf)
         env.set_parallelism(2)
-        env.add_python_file(e2e_tools.__file__)
+        for module in (e2e_tools, doubles, provider_wire):
+            env.add_python_file(module.__file__)
         config = AgentConfig(
             job_id="operator-e2e",
             model=ModelSpec(
@@ -142,13 +147,13 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             media_store=str(root / "media"),
             offload_threshold_bytes=1024,
         )
-        lines = [json.dumps(r) for r in GOOD] + BAD
+        lines = [json.dumps(r) for r in [*GOOD, ABANDONED]] + BAD
         records = (
             env.from_collection(lines, type_info=Types.STRING())
             .map(e2e_tools.hold, Types.STRING())
             .set_parallelism(1)
         )
-        streams = agent_stream(records, config)
+        streams = agent_stream(records, config, runtime_factory=StepFailsRuntime.from_config)
         tagged = streams.outputs.map(lambda s: ("output", s), Types.PICKLED_BYTE_ARRAY()).union(
             streams.events.map(lambda s: ("event", s), Types.PICKLED_BYTE_ARRAY()),
             streams.dead_letters.map(lambda s: ("dead", s), Types.PICKLED_BYTE_ARRAY()),
@@ -255,9 +260,22 @@ def test_a_provider_error_ends_the_run_with_an_error_output_and_a_dead_letter(jo
     output = output_of(job, "broken-1")
     assert output["status"] == "error"
     assert "the stub refuses" in output["error"]["message"]
-    (letter,) = [d for d in job["dead"] if d["stage"] == "run"]
-    assert (letter["id"], letter["key"]) == ("broken-1", "broken")
+    (letter,) = [d for d in job["dead"] if d["key"] == "broken"]
+    assert (letter["id"], letter["stage"]) == ("broken-1", "run")
     assert json.loads(letter["input"])["text"] == "scenario:broken please"
+
+
+def test_a_run_the_engine_abandons_dead_letters_its_whole_input_from_the_store(
+    job: Any,
+) -> None:
+    (letter,) = [d for d in job["dead"] if d["key"] == "abandon"]
+    assert (letter["stage"], letter["error_type"], letter["id"]) == (
+        "run",
+        "RuntimeError",
+        "abandon-1",
+    )
+    assert letter["input"] == json.dumps(ABANDONED)
+    assert not [o for o in job["outputs"] if o["id"] == "abandon-1"]
 
 
 def test_calls_in_flight_stay_within_max_in_flight_per_subtask(job: Any) -> None:
@@ -303,7 +321,7 @@ def test_input_image_is_offloaded_and_resolved_into_the_request(job: Any) -> Non
 
 def test_events_chain_each_run_from_input_to_output(job: Any) -> None:
     runs: dict[str, list[dict[str, Any]]] = {}
-    for event in job["events"]:
+    for event in (e for e in job["events"] if e["key"] != ABANDONED["key"]):
         runs.setdefault(event["run_id"], []).append(event)
     assert len(runs) == len(GOOD)
     for events in runs.values():

@@ -23,7 +23,10 @@ from typing import Any
 from provider_wire import snake
 
 from streamagents.connectors.loopback_stub import RecordedRequest, StubReply
+from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel
+from streamagents.operators.agent import AgentConfig, AgentRuntime, ModelSpec, ToolRegistry
+from streamagents.operators.agent.runtime import Outcome, RunState, Step
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -94,15 +97,27 @@ def scripted_runtime(
     tmp_path: Any, replies: Sequence[Reply], tools: Sequence[Any] = (), **config: Any
 ) -> Any:
     """An AgentRuntime over a ScriptedTestModel, the given tools and a store under tmp_path."""
-    from streamagents.connectors.media import MediaStore
-    from streamagents.operators.agent.config import AgentConfig, ModelSpec
-    from streamagents.operators.agent.runtime import AgentRuntime
-    from streamagents.operators.agent.tools import ToolRegistry
-
     config.setdefault("model", ModelSpec(provider="test", model="scripted"))
     cfg = AgentConfig(media_store=str(tmp_path / "media"), **config)
     model = ScriptedTestModel(list(replies))
     return AgentRuntime(cfg, model, ToolRegistry(tools), MediaStore(cfg.media_store))
+
+
+class StepFailsRuntime(AgentRuntime):
+    """Test double: the real runtime, except that for inputs whose id starts with `abandon-`
+    the step after a call raises, as a bug would; the engine then abandons the run."""
+
+    def advance(
+        self,
+        state: RunState,
+        outcome: Outcome,
+        now_ms: int,
+        history: Sequence[ChatMessage] | None = None,
+    ) -> Step:
+        """Raise for `abandon-` inputs; otherwise advance as the real runtime does."""
+        if state.input_id.startswith("abandon-"):
+            raise RuntimeError("the step after the call failed")
+        return super().advance(state, outcome, now_ms, history)
 
 
 @dataclass
