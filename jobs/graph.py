@@ -80,6 +80,7 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
         budgets=agent.budgets,
         media_store=spec.media_store,
         offload_threshold_bytes=agent.offload_threshold_bytes,
+        input_limits=agent.input_limits,
         event_log_level=level,
         tool_timeout_s=agent.tool_timeout_s,
     )

@@ -31,7 +31,7 @@ from pydantic import (
 
 from streamagents.connectors.providers import PROVIDERS
 from streamagents.jobs._yaml_source import FieldPath, LoadedYaml, YamlSyntaxError, load_yaml
-from streamagents.operators.agent.config import Budgets, MemoryConfig
+from streamagents.operators.agent.config import Budgets, InputLimits, MemoryConfig
 from streamagents.operators.agent.tools import load_tool
 
 __all__ = [
@@ -172,6 +172,9 @@ class AgentSpec(_SpecModel):
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
     offload_threshold_bytes: int = Field(
         default=65536, ge=0, description="Inline media above this size goes to the store."
+    )
+    input_limits: InputLimits = Field(
+        default_factory=InputLimits, description="Bounds of one input line."
     )
 
 

@@ -11,7 +11,13 @@ runtime = AgentRuntime.from_config(config)
 
 from __future__ import annotations
 
-from streamagents.operators.agent.config import AgentConfig, Budgets, MemoryConfig, ModelSpec
+from streamagents.operators.agent.config import (
+    AgentConfig,
+    Budgets,
+    InputLimits,
+    MemoryConfig,
+    ModelSpec,
+)
 from streamagents.operators.agent.runtime import AgentRuntime
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool, tool
 
@@ -19,6 +25,7 @@ __all__ = [
     "AgentConfig",
     "AgentRuntime",
     "Budgets",
+    "InputLimits",
     "MemoryConfig",
     "ModelSpec",
     "Tool",

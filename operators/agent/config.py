@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from streamagents.serde.avro import LogLevel
 
-__all__ = ["AgentConfig", "Budgets", "MemoryConfig", "ModelSpec"]
+__all__ = ["AgentConfig", "Budgets", "InputLimits", "MemoryConfig", "ModelSpec"]
 
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid")
 
@@ -68,6 +68,33 @@ class Budgets(BaseModel):
     )
 
 
+class InputLimits(BaseModel):
+    """Bounds of one input line; a line over one becomes a parse dead letter naming it."""
+
+    model_config = _MODEL_CONFIG
+
+    max_line_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1,
+        description="Most UTF-8 bytes of an input line as given, inline base64 media included "
+        "(they go to the media store only after this check).",
+    )
+    max_key_chars: int = Field(default=1024, ge=1, description="Most characters of the key.")
+    max_attributes_bytes: int = Field(
+        default=65536,
+        ge=0,
+        description="Most bytes of the pass-through fields together (their JSON size); they "
+        "are copied into every output.",
+    )
+    max_depth: int = Field(
+        default=64,
+        ge=1,
+        le=256,
+        description="Most nesting levels of objects and lists in a line (the line itself is "
+        "level 1); at most 256, so every later step stays far within Python's recursion limit.",
+    )
+
+
 class AgentConfig(BaseModel):
     """Everything the agent runtime needs to run one agent per key."""
 
@@ -86,6 +113,9 @@ class AgentConfig(BaseModel):
     media_store: str = Field(default="media", description="Media store root: path or URI.")
     offload_threshold_bytes: int = Field(
         default=65536, ge=0, description="Inline media larger than this goes to the store."
+    )
+    input_limits: InputLimits = Field(
+        default_factory=InputLimits, description="Bounds of one input line."
     )
     event_log_level: str = Field(
         default="standard", description='Event log level: "off", "standard" or "verbose".'

@@ -1,19 +1,24 @@
 """Input parsing and the JSON records a run emits: outputs and dead letters.
 
-An input record is one JSON object (one JSONL line) with an optional `id` (else the sha256
-of the raw line, so a replay gives the same id), the key at a dotted path, `text` and/or
-`parts` (together the user message), and any other fields, kept as `attributes`.
+An input record is one JSON object (one JSONL line) of strict JSON within `InputLimits`,
+with an optional `id` (else the sha256 of the raw line, so a replay gives the same id), the
+key at a dotted path, `text` and/or `parts` (together the user message), and any other
+fields, kept as `attributes`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
+from itertools import accumulate
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from streamagents.connectors.media import MediaStore
+from streamagents.operators.agent.config import InputLimits
 from streamagents.serde.messages import ChatMessage, Part, TextPart
 from streamagents.serde.safe_text import clip
 
@@ -27,6 +32,10 @@ __all__ = [
 ]
 
 _RESERVED = ("id", "text", "parts")
+_DEFAULT_LIMITS = InputLimits()
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _PARTS: TypeAdapter[list[Any]] = TypeAdapter(list[Part])
 
 
@@ -84,19 +93,128 @@ def _parts_errors(exc: ValidationError) -> str:
     )
 
 
-def parse_input(raw: str, key_field: str) -> InputRecord:
-    """Parse one input line; raises `InputError` naming the broken rule (never the payload)."""
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(
+            "input holds a number too large for a 64-bit float; strict JSON numbers are finite",
+            "InvalidNumber",
+        )
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InputError(
+        f"input holds {name}, which strict JSON does not allow; numbers must be finite",
+        "InvalidNumber",
+    )
+
+
+def _line_size(raw: str) -> int:
+    """The line's UTF-8 size; a lone surrogate character in it is refused."""
+    if raw.isascii():
+        return len(raw)
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, TypeError) as exc:
+        return len(raw.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InputError(
+            "input line holds a lone surrogate character, which is not valid Unicode text",
+            "InvalidText",
+        ) from None
+
+
+def _depth(raw: str) -> int:
+    """How deep objects and lists nest in a JSON text, without recursion (strings skipped)."""
+    brackets = _BRACKETS.findall(_STRINGS.sub("", raw))
+    return max(accumulate(1 if b in "[{" else -1 for b in brackets), default=0)
+
+
+def _surrogate_field(obj: Any) -> str | None:
+    """The dotted path of the first value or field name holding a lone surrogate, if any."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(obj, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            items: Any = value.items()
+        elif isinstance(value, list):
+            items = ((str(i), v) for i, v in enumerate(value))
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return ".".join(path) or "the input"
+            continue
+        else:
+            continue
+        for name, item in items:
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                return "a field name" + (f" in {'.'.join(path)}" if path else "")
+            stack.append((item, (*path, name)))
+    return None
+
+
+def _load(raw: str, limits: InputLimits) -> tuple[Any, int]:
+    """The line's JSON value and UTF-8 size, checked against the limits and strict JSON."""
+    size = _line_size(raw)
+    if size > limits.max_line_bytes:
+        raise InputError(
+            f"input line is {size} bytes, over max_line_bytes={limits.max_line_bytes}",
+            "InputTooLarge",
+        )
+    # json.loads recurses once per level: a line nested deeper than the interpreter allows
+    # would raise RecursionError (here and in every later step), so deep lines are refused
+    # before it runs. Only a line with more brackets than the limit can be that deep.
+    if raw.count("[") + raw.count("{") > limits.max_depth and _depth(raw) > limits.max_depth:
+        raise InputError(_too_deep(limits.max_depth), "InputTooDeep")
+    try:
+        obj = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except InputError:
+        raise
+    except RecursionError:
+        raise InputError(_too_deep(limits.max_depth), "InputTooDeep") from None
+    except (ValueError, TypeError) as exc:
         where = f" at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
         raise InputError(f"input is not valid JSON{where}", "InvalidJson") from None
+    if _SURROGATE_ESCAPE.search(raw) is not None:
+        field = _surrogate_field(obj)
+        if field is not None:
+            raise InputError(
+                clip(
+                    f"{field} holds a lone surrogate escape (\\ud800-\\udfff without its "
+                    "pair), which is not valid Unicode text"
+                ),
+                "InvalidText",
+            )
+    return obj, size
+
+
+def _too_deep(max_depth: int) -> str:
+    return f"input nests deeper than {max_depth} levels (max_depth)"
+
+
+def parse_input(raw: str, key_field: str, limits: InputLimits | None = None) -> InputRecord:
+    """Parse one input line; raises `InputError` naming the broken rule (never the payload).
+
+    `limits` bound the line (defaults: `InputLimits()`); the line must be strict JSON:
+    no NaN or infinite numbers, no lone surrogates.
+    """
+    limits = limits or _DEFAULT_LIMITS
+    obj, size = _load(raw, limits)
     if not isinstance(obj, dict):
         raise InputError(f"input must be a JSON object, not {type(obj).__name__}", "InvalidJson")
     key = _lookup(obj, key_field)
     if isinstance(key, bool) or not isinstance(key, str | int | float):
         raise InputError(
             f"key field {key_field!r} must be a string or a number, not {type(key).__name__}",
+            "InvalidKey",
+        )
+    key_text = str(key)
+    if len(key_text) > limits.max_key_chars:
+        raise InputError(
+            f"key field {key_field!r} is {len(key_text)} characters, over "
+            f"max_key_chars={limits.max_key_chars}",
             "InvalidKey",
         )
     record_id = obj.get("id")
@@ -122,7 +240,21 @@ def parse_input(raw: str, key_field: str) -> InputRecord:
         message = ChatMessage(role="user", content=text or "")
     top_key = None if "." in key_field else key_field  # a nested key's parent object stays
     attributes = {k: v for k, v in obj.items() if k not in _RESERVED and k != top_key}
-    return InputRecord(id=record_id, key=str(key), message=message, attributes=attributes, raw=raw)
+    if attributes and size > limits.max_attributes_bytes:  # else they cannot be over it
+        kept = len(json.dumps(attributes, ensure_ascii=False).encode())
+        if kept > limits.max_attributes_bytes:
+            raise InputError(
+                f"the pass-through fields are {kept} bytes of JSON, over "
+                f"max_attributes_bytes={limits.max_attributes_bytes}",
+                "InputTooLarge",
+            )
+    return InputRecord(
+        id=record_id,
+        key=key_text,
+        message=message,
+        attributes=attributes,
+        raw=raw,
+    )
 
 
 def offload_input(record: InputRecord, store: MediaStore, threshold_bytes: int) -> str:
@@ -154,7 +286,7 @@ def _given_id(received: str) -> str | None:
     """The id a received line gives, when one can be read from it (it may not parse)."""
     try:
         obj = json.loads(received)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
     record_id = obj.get("id") if isinstance(obj, dict) else None
     return record_id if isinstance(record_id, str) else None
@@ -174,14 +306,18 @@ def dead_letter_record(
     (a caller whose run kept it in the media store reads it back first). `record_id`
     defaults to the id the line gives, if any.
     """
-    return json.dumps(
-        {
-            "stage": stage,
-            "error_type": error.type,
-            "reason": error.message,
-            "key": key,
-            "id": record_id if record_id is not None else _given_id(received),
-            "input": received,
-        },
-        ensure_ascii=False,
-    )
+    letter = {
+        "stage": stage,
+        "error_type": error.type,
+        "reason": error.message,
+        "key": key,
+        "id": record_id if record_id is not None else _given_id(received),
+        "input": received,
+    }
+    text = json.dumps(letter, ensure_ascii=False)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in the line as received: escape it
+            text = json.dumps(letter)
+    return text

@@ -223,7 +223,7 @@ class AgentRuntime:
 
     def parse(self, raw: str) -> InputRecord:
         """Parse an input line with this agent's key field (raises `InputError`)."""
-        return parse_input(raw, self.config.key_field)
+        return parse_input(raw, self.config.key_field, self.config.input_limits)
 
     def history_expired(self, updated_ms: int | None, now_ms: int) -> bool:
         """Whether a key's history written at `updated_ms` has outlived the memory TTL."""

@@ -36,7 +36,11 @@ from pyflink.datastream.functions import TimeDomain
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from streamagents.operators.agent.config import AgentConfig
-from streamagents.operators.agent.records import ErrorInfo, dead_letter_record, parse_input
+from streamagents.operators.agent.records import (
+    ErrorInfo,
+    dead_letter_record,
+    parse_input,
+)
 from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState, Step
 from streamagents.operators.flink._engine_loop import EngineLoop, Timed
 from streamagents.operators.flink._metrics import EngineMetrics, UsageTotals
@@ -131,6 +135,7 @@ class AgentFunction(KeyedProcessFunction):
         self._calls: dict[str, _Call] = {}
         self._schedule = PollSchedule()
         self._timeout_ms = int(self._config.budgets.run_timeout_s * 1000)
+        self._limits = self._config.input_limits
         self._draining = False
         self._drain_ts = FAR_FUTURE_MS
         self._closed = False
@@ -209,7 +214,7 @@ class AgentFunction(KeyedProcessFunction):
             now = ctx.timer_service().current_processing_time()
             record = None
             try:
-                record = parse_input(raw, self._config.key_field)
+                record = parse_input(raw, self._config.key_field, self._limits)
                 history = self._load_history(now)
                 step = self._off_task(self._runtime.start, record, history, now)
             except Exception as error:

@@ -44,6 +44,7 @@ class ParseRecords(ProcessFunction):
 
     def __init__(self, config: AgentConfig) -> None:
         self._key_field = config.key_field
+        self._limits = config.input_limits
         self._media_root = config.media_store
         self._threshold = config.offload_threshold_bytes
 
@@ -69,7 +70,7 @@ class ParseRecords(ProcessFunction):
                 raise InputError(
                     f"input must be a JSON text line, not {type(value).__name__}", "InvalidJson"
                 )
-            record = parse_input(value, self._key_field)
+            record = parse_input(value, self._key_field, self._limits)
         except Exception as error:
             received = value if isinstance(value, str) else repr(type(value))
             yield (

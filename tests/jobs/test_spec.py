@@ -10,7 +10,9 @@ import pytest
 from streamagents.connectors.providers import PROVIDERS
 from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
+from streamagents.jobs.graph import agent_config
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
+from streamagents.operators.agent.config import InputLimits
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jobs" / "examples" / "support_tickets.yaml"
 
@@ -185,3 +187,13 @@ def test_a_provider_this_installation_lacks_is_reported(
     with pytest.raises(SpecError) as caught:
         check_runnable(load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"}))
     assert ":6: agent.model.provider: provider 'gemini' is not available" in str(caught.value)
+
+
+def test_input_limits_are_set_in_the_agent_section_and_validated(tmp_path: Path) -> None:
+    limits = "\n  input_limits: {max_line_bytes: 1048576, max_key_chars: 64}"
+    text = MINIMAL.replace('"${GEMINI_API_KEY}"}}', '"${GEMINI_API_KEY}"}}' + limits)
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+    config = agent_config(loaded, model_spec(loaded.model))
+    assert config.input_limits == InputLimits(max_line_bytes=1048576, max_key_chars=64)
+    message = problems(write(tmp_path, text.replace("max_key_chars: 64", "max_key_chars: 0")))
+    assert "agent.input_limits.max_key_chars" in message and "greater than or equal to 1" in message

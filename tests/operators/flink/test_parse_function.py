@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.agent.records import parse_input
@@ -87,3 +89,58 @@ def test_media_the_store_cannot_take_go_to_dead_letters_with_the_reason(tmp_path
         assert (record["stage"], record["error_type"]) == ("parse", "MediaStoreError")
         assert (record["key"], record["id"], record["input"]) == ("k", "m1", raw)
         assert record["reason"] and base64.b64encode(BIG)[:100].decode() not in record["reason"]
+
+
+HOSTILE = {
+    "[" * 1000 + "]" * 1000: ("InputTooDeep", "nests deeper than 64 levels"),
+    '{"key": "k", "text": "hi", "deep": ' + "[" * 1000 + "]" * 1000 + "}": (
+        "InputTooDeep",
+        "nests deeper than 64 levels",
+    ),
+    '{"id": ' + '{"a":' * 3000 + "1" + "}" * 3000 + "}": ("InputTooDeep", "nests deeper"),
+    '{"key": "k", "text": "hi", "score": NaN}': ("InvalidNumber", "strict JSON"),
+    '{"key": "k", "text": "hi", "score": -Infinity}': ("InvalidNumber", "strict JSON"),
+    '{"key": "k", "text": "a\\ud800"}': ("InvalidText", "text holds a lone surrogate"),
+    json.dumps({"key": "K" * 5000, "text": "hi"}): ("InvalidKey", "over max_key_chars=1024"),
+}
+
+
+@pytest.mark.parametrize("raw", list(HOSTILE))
+def test_a_hostile_line_gives_one_dead_letter_naming_the_rule_never_an_exception(
+    parse: ParseRecords, raw: str
+) -> None:
+    [(tag, letter)] = list(parse.process_element(raw, None))
+    record = json.loads(letter)
+    error_type, rule = HOSTILE[raw]
+    assert tag is DEAD_LETTERS_TAG
+    assert (record["stage"], record["error_type"], record["input"]) == ("parse", error_type, raw)
+    assert rule in record["reason"] and "KKKK" not in record["reason"]
+
+
+def test_a_line_over_max_line_bytes_gives_a_dead_letter_with_its_size(tmp_path: Path) -> None:
+    config = AgentConfig(
+        model=ModelSpec(provider="gemini", model="m"),
+        media_store=str(tmp_path / "media"),
+        input_limits={"max_line_bytes": 2048},
+    )
+    parse = ParseRecords(config)
+    parse.open(None)
+    raw = json.dumps({"key": "k", "parts": [image(SMALL * 20)]})
+    [(_, letter)] = list(parse.process_element(raw, None))
+    parse.close()
+    record = json.loads(letter)
+    assert record["error_type"] == "InputTooLarge"
+    assert record["reason"] == f"input line is {len(raw)} bytes, over max_line_bytes=2048"
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(raw=st.text() | st.text(alphabet='[]{}":,\\ud0123456789eE.-+NaIfinty key'))
+def test_any_text_line_gives_one_keyed_line_or_one_dead_letter(
+    parse: ParseRecords, raw: str
+) -> None:
+    emitted = list(parse.process_element(raw, None))
+    assert len(emitted) == 1
+    if emitted[0][0] is DEAD_LETTERS_TAG:
+        assert json.loads(emitted[0][1])["input"] == raw
