@@ -1,9 +1,10 @@
 """Input parsing and the JSON records a run emits: outputs and dead letters.
 
 An input record is one JSON object (one JSONL line) of strict JSON within `InputLimits`,
-with an optional `id` (else the sha256 of the raw line, so a replay gives the same id), the
-key at a dotted path, `text` and/or `parts` (together the user message), and any other
-fields, kept as `attributes`.
+with an optional `id` (else the sha256 of the raw line, which the engine numbers by its
+position among its key's inputs without an id, see `numbered`), the key at a dotted path,
+`text` and/or `parts` (together the user message), and any other fields, kept as
+`attributes`.
 """
 
 from __future__ import annotations
@@ -27,15 +28,19 @@ __all__ = [
     "InputError",
     "InputRecord",
     "dead_letter_record",
+    "numbered",
     "offload_input",
     "parse_input",
 ]
 
-_RESERVED = ("id", "text", "parts")
+_DIGEST_FIELD = "_input_sha256"
+"""Where the parse step keeps the sha256 of an id-less line whose media it moved."""
+_RESERVED = ("id", "text", "parts", _DIGEST_FIELD)
 _DEFAULT_LIMITS = InputLimits()
 _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKETS = re.compile(r"[\[\]{}]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_HEX = re.compile(r"[0-9a-f]{64}")
 _PARTS: TypeAdapter[list[Any]] = TypeAdapter(list[Part])
 
 
@@ -70,6 +75,9 @@ class InputRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: str = Field(description="The input's id (given, or the sha256 of the raw line).")
+    id_given: bool = Field(
+        default=True, description="Whether the line gave its id (else the engine numbers it)."
+    )
     key: str = Field(description="The key value, as text.")
     message: ChatMessage = Field(description="The user message made of text and parts.")
     attributes: dict[str, Any] = Field(default_factory=dict, description="Other fields.")
@@ -218,8 +226,10 @@ def parse_input(raw: str, key_field: str, limits: InputLimits | None = None) -> 
             "InvalidKey",
         )
     record_id = obj.get("id")
-    if record_id is None:
-        record_id = hashlib.sha256(raw.encode()).hexdigest()
+    id_given = record_id is not None
+    if not id_given:
+        digest = obj.get(_DIGEST_FIELD)
+        record_id = digest if _is_digest(digest) else hashlib.sha256(raw.encode()).hexdigest()
     elif not isinstance(record_id, str) or not record_id:
         raise InputError("id must be a non-empty string when present", "InvalidId")
     text = obj.get("text")
@@ -250,6 +260,7 @@ def parse_input(raw: str, key_field: str, limits: InputLimits | None = None) -> 
             )
     return InputRecord(
         id=record_id,
+        id_given=id_given,
         key=key_text,
         message=message,
         attributes=attributes,
@@ -257,14 +268,30 @@ def parse_input(raw: str, key_field: str, limits: InputLimits | None = None) -> 
     )
 
 
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and _HEX.fullmatch(value) is not None
+
+
+def numbered(record: InputRecord, position: int) -> InputRecord:
+    """The record as the engine runs it: without a given id, its id is `<sha256>-<position>`.
+
+    `position` counts the inputs without an id its key had before it, so identical lines
+    get distinct ids, and a replay in the same order (from a checkpoint, whose state holds
+    the count) gives the same ones. A record with a given id comes back unchanged.
+    """
+    if record.id_given:
+        return record
+    return record.model_copy(update={"id": f"{record.id}-{position}"})
+
+
 def offload_input(record: InputRecord, store: MediaStore, threshold_bytes: int) -> str:
     """The record's input line with its inline media above the threshold put in `store`.
 
     The media go through `MediaStore.offload`; each entry of `parts` it moved keeps its
-    fields but has its `data` replaced by the `ref`, and the line carries the record's id
-    explicitly (a missing id is the sha256 of the line as given, which the new line no
-    longer is); every other field stays as given. A line without such media comes back
-    unchanged.
+    fields but has its `data` replaced by the `ref`, and a line without an id carries its
+    digest explicitly under `_input_sha256` (the sha256 of the line as given, which the new
+    line no longer is); every other field stays as given. A line without such media comes
+    back unchanged.
     """
     offloaded = store.offload(record.message, threshold_bytes)
     if offloaded is record.message:
@@ -278,7 +305,10 @@ def offload_input(record: InputRecord, store: MediaStore, threshold_bytes: int) 
         if after is not before:
             kept = {k: v for k, v in given[index].items() if k != "data"}
             given[index] = {**kept, "ref": after.ref.model_dump(mode="json", exclude_none=True)}
-    obj["id"] = record.id
+    if record.id_given:
+        obj["id"] = record.id
+    else:
+        obj[_DIGEST_FIELD] = record.id
     return json.dumps(obj, ensure_ascii=False)
 
 

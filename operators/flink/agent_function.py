@@ -38,7 +38,9 @@ from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.records import (
     ErrorInfo,
+    InputRecord,
     dead_letter_record,
+    numbered,
     parse_input,
 )
 from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState, Step
@@ -129,6 +131,9 @@ class AgentFunction(KeyedProcessFunction):
         self._queue_tail = runtime_context.get_state(
             ValueStateDescriptor("queue_tail", Types.LONG())
         )
+        self._unnamed = runtime_context.get_state(
+            ValueStateDescriptor("inputs_without_id", Types.LONG())
+        )
         self._steps = ThreadPoolExecutor(1, thread_name_prefix="streamagents-steps")
         self._runtime = self._off_task(self._runtime_factory, self._config)
         self._loop = EngineLoop(self._config.max_in_flight).start()
@@ -196,6 +201,20 @@ class AgentFunction(KeyedProcessFunction):
             self._queue_head.update(head + 1)
         return raw
 
+    def _number(self, record: InputRecord) -> InputRecord:
+        """Give an input without an id its key's next position (see `records.numbered`).
+
+        Runs start in arrival order, so the count kept in keyed state is the input's
+        position among its key's inputs without an id; a restore brings back the count with
+        the source offset, so a replay numbers the same lines the same way. Inputs with an
+        id touch no state here.
+        """
+        if record.id_given:
+            return record
+        position = self._unnamed.value() or 0
+        self._unnamed.update(position + 1)
+        return numbered(record, position)
+
     # -- runs ------------------------------------------------------------------------------
 
     def _load_history(self, now_ms: int) -> list[ChatMessage]:
@@ -214,7 +233,7 @@ class AgentFunction(KeyedProcessFunction):
             now = ctx.timer_service().current_processing_time()
             record = None
             try:
-                record = parse_input(raw, self._config.key_field, self._limits)
+                record = self._number(parse_input(raw, self._config.key_field, self._limits))
                 history = self._load_history(now)
                 step = self._off_task(self._runtime.start, record, history, now)
             except Exception as error:

@@ -93,7 +93,7 @@ class ParseRecords(ProcessFunction):
                     ),
                     value,
                     key=record.key,
-                    record_id=record.id,
+                    record_id=record.id if record.id_given else None,
                 ),
             )
             return

@@ -61,6 +61,9 @@ GOOD = [
     *({"id": f"slow-{i}", "key": f"s{i}", "text": f"scenario:slow n{i}"} for i in range(40)),
     {"id": "mem-2", "key": "mem", "text": "scenario:plain later", "hold_s": HOLD_S},
 ]
+TWIN = {"key": "twin", "text": "scenario:plain twin"}
+"""Sent twice, without an id: two runs, with ids numbered by their position."""
+TWIN_IDS = [f"{hashlib.sha256(json.dumps(TWIN).encode()).hexdigest()}-{n}" for n in (0, 1)]
 ABANDONED = {"id": "abandon-1", "key": "abandon", "text": "scenario:plain " + "long " * 400}
 """Its run fails in the engine after its model call; its line (over 1 KiB) waits in the store."""
 BAD = [
@@ -147,7 +150,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             media_store=str(root / "media"),
             offload_threshold_bytes=1024,
         )
-        lines = [json.dumps(r) for r in [*GOOD, ABANDONED]] + BAD
+        lines = [json.dumps(r) for r in [*GOOD, TWIN, TWIN, ABANDONED]] + BAD
         records = (
             env.from_collection(lines, type_info=Types.STRING())
             .map(e2e_tools.hold, Types.STRING())
@@ -190,7 +193,7 @@ def output_of(job: Any, input_id: str) -> dict[str, Any]:
 
 def test_every_good_input_has_exactly_one_output(job: Any) -> None:
     counts = Counter(o["id"] for o in job["outputs"])
-    assert counts == Counter(r["id"] for r in GOOD)
+    assert counts == Counter([*(r["id"] for r in GOOD), *TWIN_IDS])
 
 
 def test_tool_image_bytes_reach_the_model_inside_the_function_response(job: Any) -> None:
@@ -254,6 +257,16 @@ def test_bad_records_go_to_dead_letters_with_reason_and_raw_input(job: Any) -> N
     assert "key" in by_input[BAD[2]]["reason"] and by_input[BAD[2]]["id"] == "nokey-1"
     assert "base64" in by_input[BAD[3]]["reason"]
     assert "mime_type" in by_input[BAD[4]]["reason"]
+
+
+def test_identical_lines_without_id_are_two_runs_with_distinct_ids(job: Any) -> None:
+    twins = [o for o in job["outputs"] if o["key"] == "twin"]
+    assert [o["id"] for o in twins] == TWIN_IDS
+    assert [o["status"] for o in twins] == ["ok", "ok"]
+    assert len({o["run_id"] for o in twins}) == 2
+    run_ids = {o["run_id"] for o in twins}
+    event_ids = [e["event_id"] for e in job["events"] if e["run_id"] in run_ids]
+    assert len(event_ids) == len(set(event_ids)) > 2
 
 
 def test_a_provider_error_ends_the_run_with_an_error_output_and_a_dead_letter(job: Any) -> None:
@@ -323,7 +336,7 @@ def test_events_chain_each_run_from_input_to_output(job: Any) -> None:
     runs: dict[str, list[dict[str, Any]]] = {}
     for event in (e for e in job["events"] if e["key"] != ABANDONED["key"]):
         runs.setdefault(event["run_id"], []).append(event)
-    assert len(runs) == len(GOOD)
+    assert len(runs) == len(GOOD) + len(TWIN_IDS)
     for events in runs.values():
         events.sort(key=lambda e: e["sequence"])
         assert events[0]["event_type"] == "input"

@@ -42,7 +42,8 @@ INPUTS = [
             {"kind": "image", "mime_type": "image/png", "data": base64.b64encode(PHOTO).decode()}
         ],
     },
-    {  # no id: its id is the sha256 of this line, though it waits in state with a ref
+    {  # no id: its id is the sha256 of this line and its position (0), though it waits in
+        # state with a ref
         "key": "photo",
         "text": "scenario:slow queued",
         "parts": [
@@ -54,12 +55,25 @@ INPUTS = [
         ],
     },
     *({"id": f"r{i}", "key": f"k{i % 10}", "text": f"scenario:slow n{i}"} for i in range(60)),
+    *({"key": "twins", "text": "scenario:slow twin"} for _ in range(4)),  # the same line 4 times
 ]
 LINES = [json.dumps(r) for r in INPUTS]
-INPUT_IDS = Counter(
-    r.get("id") or hashlib.sha256(line.encode()).hexdigest()
-    for r, line in zip(INPUTS, LINES, strict=True)
-)
+
+
+def expected_ids() -> Counter[str]:
+    """Each input's id: given, or the sha256 of its line and its position among its key's."""
+    positions: Counter[str] = Counter()
+    ids: Counter[str] = Counter()
+    for record, line in zip(INPUTS, LINES, strict=True):
+        if "id" in record:
+            ids[record["id"]] += 1
+            continue
+        ids[f"{hashlib.sha256(line.encode()).hexdigest()}-{positions[record['key']]}"] += 1
+        positions[record["key"]] += 1
+    return ids
+
+
+INPUT_IDS = expected_ids()
 
 
 def job_command(mode: str, folder: Path, stub: LoopbackStubServer, *extra: str) -> list[str]:

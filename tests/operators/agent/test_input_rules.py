@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -13,6 +14,7 @@ from streamagents.operators.agent.records import (
     ErrorInfo,
     InputError,
     dead_letter_record,
+    numbered,
     parse_input,
 )
 
@@ -123,6 +125,21 @@ def test_limits_are_validated() -> None:
     for bad in ({"max_line_bytes": 0}, {"max_key_chars": 0}, {"max_depth": 257}):
         with pytest.raises(ValueError):
             InputLimits(**bad)
+
+
+def test_identical_lines_without_id_get_distinct_ids_by_their_position() -> None:
+    raw = json.dumps({"key": "k", "text": "same"})
+    digest = hashlib.sha256(raw.encode()).hexdigest()
+    record = parse_input(raw, "key")
+    assert (record.id, record.id_given) == (digest, False)
+    first, second = numbered(record, 0), numbered(parse_input(raw, "key"), 1)
+    assert (first.id, second.id) == (f"{digest}-0", f"{digest}-1")
+    assert numbered(record, 0) == first, "the same position gives the same id"
+
+
+def test_a_given_id_is_kept_whatever_the_position() -> None:
+    record = parse_input(json.dumps({"id": "m-1", "key": "k", "text": "hi"}), "key")
+    assert record.id_given and numbered(record, 7).id == "m-1"
 
 
 JSON = st.recursive(

@@ -133,6 +133,17 @@ def test_a_line_over_max_line_bytes_gives_a_dead_letter_with_its_size(tmp_path: 
     assert record["reason"] == f"input line is {len(raw)} bytes, over max_line_bytes=2048"
 
 
+def test_an_id_less_line_with_large_media_carries_its_digest_not_an_id(
+    parse: ParseRecords,
+) -> None:
+    raw = json.dumps({"key": "k", "parts": [image(BIG)]})
+    [(_, line)] = list(parse.process_element(raw, None))
+    assert "id" not in json.loads(line)
+    record = parse_input(line, "key")
+    assert (record.id, record.id_given) == (hashlib.sha256(raw.encode()).hexdigest(), False)
+    assert record.attributes == {}
+
+
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
