@@ -74,6 +74,11 @@ BAD = [
     json.dumps(
         {"key": "b", "parts": [{"kind": "image", "mime_type": "text/plain", "data": "aGk="}]}
     ),
+    '{"key": "deep", "text": "hi", "x": ' + "[" * 1000 + "]" * 1000 + "}",
+    '{"key": "nan", "text": "hi", "score": NaN}',
+    '{"key": "surrogate", "text": "a\\ud800"}',
+    json.dumps({"key": "K" * 5000, "text": "hi"}),
+    "[" * 1000 + "]" * 1000,
 ]
 
 
@@ -257,6 +262,16 @@ def test_bad_records_go_to_dead_letters_with_reason_and_raw_input(job: Any) -> N
     assert "key" in by_input[BAD[2]]["reason"] and by_input[BAD[2]]["id"] == "nokey-1"
     assert "base64" in by_input[BAD[3]]["reason"]
     assert "mime_type" in by_input[BAD[4]]["reason"]
+    assert [by_input[raw]["error_type"] for raw in BAD[5:]] == [
+        "InputTooDeep",
+        "InvalidNumber",
+        "InvalidText",
+        "InvalidKey",
+        "InputTooDeep",
+    ]
+    assert "nests deeper than 64 levels" in by_input[BAD[5]]["reason"]
+    assert by_input[BAD[7]]["reason"].startswith("text holds a lone surrogate")
+    assert "KKKK" not in by_input[BAD[8]]["reason"]
 
 
 def test_identical_lines_without_id_are_two_runs_with_distinct_ids(job: Any) -> None:
