@@ -118,6 +118,10 @@ def _refuse_constant(name: str) -> Any:
     )
 
 
+_STRICT_JSON = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+"""Built once: `json.loads` with hooks builds a decoder per call."""
+
+
 def _line_size(raw: str) -> int:
     """The line's UTF-8 size; a lone surrogate character in it is refused."""
     if raw.isascii():
@@ -177,7 +181,7 @@ def _load(raw: str, limits: InputLimits) -> tuple[Any, int]:
     if raw.count("[") + raw.count("{") > limits.max_depth and _depth(raw) > limits.max_depth:
         raise InputError(_too_deep(limits.max_depth), "InputTooDeep")
     try:
-        obj = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        obj = _STRICT_JSON.decode(raw)
     except InputError:
         raise
     except RecursionError:
