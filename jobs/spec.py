@@ -30,7 +30,13 @@ from pydantic import (
 )
 
 from streamagents.connectors.providers import PROVIDERS
-from streamagents.jobs._yaml_source import FieldPath, LoadedYaml, YamlSyntaxError, load_yaml
+from streamagents.jobs._yaml_source import (
+    FieldPath,
+    LoadedYaml,
+    YamlRuleError,
+    YamlSyntaxError,
+    load_yaml,
+)
 from streamagents.operators.agent.config import Budgets, MemoryConfig
 from streamagents.operators.agent.tools import load_tool
 
@@ -280,10 +286,18 @@ def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> Loa
         raise SpecError(
             str(file), [SpecProblem(None, "", f"cannot read: {exc.strerror}")]
         ) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            str(file), [SpecProblem(None, "", f"not UTF-8 text (byte {exc.start})")]
+        ) from None
     try:
         loaded = load_yaml(text, environ)
     except YamlSyntaxError as exc:
-        raise SpecError(str(file), [SpecProblem(None, "", f"not valid YAML: {exc}")]) from None
+        raise SpecError(str(file), [SpecProblem(exc.line, "", f"not valid YAML: {exc}")]) from None
+    except YamlRuleError as exc:
+        raise SpecError(
+            str(file), [SpecProblem(exc.line, _dotted(exc.path), exc.message)]
+        ) from None
     if not isinstance(loaded.data, dict):
         raise SpecError(str(file), [SpecProblem(1, "", "expected a mapping of keys at the top")])
     try:
