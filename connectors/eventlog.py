@@ -67,6 +67,7 @@ DEFLATE_LEVEL = 1  # zlib's fastest level: ~8% faster writes than its default 6,
 _SUFFIX = ".avro"
 _IN_PROGRESS = ".inprogress"
 _MAGIC = b"Obj\x01"
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _SYNC_SIZE = 16
 # `.<prefix>-<UTC start>-<subtask>-<writer id>-<n>.avro.inprogress`
 _IN_PROGRESS_NAME = re.compile(r"\.(.+-\d{8}T\d{6}Z-(\d{4,})-[0-9a-f]+-\d+\.avro)\.inprogress")
@@ -114,6 +115,11 @@ class EventLogWriter:
     ) -> None:
         if roll_bytes <= 0 or roll_seconds <= 0 or flush_seconds <= 0:
             raise ValueError("event log: roll_bytes, roll_seconds, flush_seconds must be positive")
+        if _URI.match(os.fspath(directory)):
+            raise ValueError(
+                f"event log: {os.fspath(directory)!r} is a URI; the event log appends to local "
+                "files, which object stores cannot do: give a local (or mounted) directory"
+            )
         self.level = LogLevel.parse(level)
         self.directory = Path(directory)
         self.roll_bytes = roll_bytes

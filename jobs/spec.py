@@ -73,6 +73,22 @@ PathOrUri = Annotated[str, Field(min_length=1), AfterValidator(_resolve_path)]
 """A local path (relative to the spec file) or a URI such as s3://bucket/prefix."""
 
 
+def _local_only(value: str) -> str:
+    if _URI.match(value):
+        raise ValueError(
+            "expected a local (or mounted) directory, not a URI: the event log appends to "
+            "its open file, which object stores cannot do; write it to a local directory "
+            "and copy the finished *.avro files (they never change once named) to the store"
+        )
+    return value
+
+
+LocalPath = Annotated[
+    str, Field(min_length=1), AfterValidator(_local_only), AfterValidator(_resolve_path)
+]
+"""A local path (relative to the spec file); a URI is refused."""
+
+
 class _SpecModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
@@ -184,7 +200,7 @@ class AgentSpec(_SpecModel):
 class EventLogSpec(_SpecModel):
     """Where and how much of each run the event log records (Avro files)."""
 
-    path: PathOrUri = Field(description="Directory of the event-log files.")
+    path: LocalPath = Field(description="Local directory of the event-log files (no URI).")
     level: Literal["off", "standard", "verbose"] = Field(
         default="standard",
         description="standard keeps a bounded prefix of long texts, verbose keeps all, off none.",

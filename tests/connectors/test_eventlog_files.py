@@ -258,3 +258,8 @@ def test_unknown_event_type_reads_back_as_unknown(tmp_path: Path) -> None:
         writer.write(_run_events()[3])
     (event,) = read_events(tmp_path, typed=True)
     assert event.event_type is EventType.UNKNOWN
+
+
+def test_the_writer_refuses_a_uri_rather_than_write_to_a_local_folder_named_after_it() -> None:
+    with pytest.raises(ValueError, match="is a URI"):
+        EventLogWriter("s3://bucket/events")
