@@ -23,6 +23,7 @@ import re
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from streamagents.serde.avro import (
     to_record,
 )
 from streamagents.serde.events import AgentEvent
+from streamagents.serde.safe_text import clip
 
 __all__ = [
     "DEFAULT_FLUSH_SECONDS",
@@ -47,6 +49,8 @@ __all__ = [
     "DEFAULT_ROLL_SECONDS",
     "DEFLATE_LEVEL",
     "SYNC_INTERVAL",
+    "DamagedFile",
+    "DamagedFileWarning",
     "EventLogWriter",
     "complete_length",
     "default_codec",
@@ -63,6 +67,7 @@ DEFLATE_LEVEL = 1  # zlib's fastest level: ~8% faster writes than its default 6,
 _SUFFIX = ".avro"
 _IN_PROGRESS = ".inprogress"
 _MAGIC = b"Obj\x01"
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _SYNC_SIZE = 16
 # `.<prefix>-<UTC start>-<subtask>-<writer id>-<n>.avro.inprogress`
 _IN_PROGRESS_NAME = re.compile(r"\.(.+-\d{8}T\d{6}Z-(\d{4,})-[0-9a-f]+-\d+\.avro)\.inprogress")
@@ -110,6 +115,11 @@ class EventLogWriter:
     ) -> None:
         if roll_bytes <= 0 or roll_seconds <= 0 or flush_seconds <= 0:
             raise ValueError("event log: roll_bytes, roll_seconds, flush_seconds must be positive")
+        if _URI.match(os.fspath(directory)):
+            raise ValueError(
+                f"event log: {os.fspath(directory)!r} is a URI; the event log appends to local "
+                "files, which object stores cannot do: give a local (or mounted) directory"
+            )
         self.level = LogLevel.parse(level)
         self.directory = Path(directory)
         self.roll_bytes = roll_bytes
@@ -365,12 +375,36 @@ def _open_complete(file: Path) -> BinaryIO | None:
         return None
 
 
+@dataclass(frozen=True)
+class DamagedFile:
+    """An event log file `read_events` could not read to its end, and why."""
+
+    path: Path
+    error: str
+    """What was wrong, e.g. `EOFError: ...` or `not an Avro file`."""
+    events_read: int
+    """Events of this file read (and yielded) before the damage; the rest were skipped."""
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.error} (after {self.events_read} events; the rest skipped)"
+
+
+class DamagedFileWarning(UserWarning):
+    """Issued by `read_events` for each damaged file when no `damaged` list is given."""
+
+
+def _damage(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return clip(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, 300)
+
+
 def read_events(
     path: str | os.PathLike[str],
     version: int | None = None,
     *,
     typed: bool = False,
     include_in_progress: bool = False,
+    damaged: list[DamagedFile] | None = None,
 ) -> Iterator[Any]:
     """Yield the events at `path` as records of schema `version` (default newest).
 
@@ -378,17 +412,33 @@ def read_events(
     get defaults for fields added later, fields a reader does not know are dropped. With
     `typed=True` the events come as `AgentEvent` models instead of dicts. With
     `include_in_progress`, in-progress files are read too, up to their last complete block
-    (events not yet flushed are not there); a file that has no complete header is skipped."""
+    (events not yet flushed are not there); a file that has no complete header is skipped.
+
+    A damaged file (truncated, corrupt, not Avro, unreadable) never stops the reading: its
+    events up to the damage are yielded, the rest of it is skipped, every other file is
+    still read, and the file is reported — appended to `damaged` when a list is given,
+    else as a `DamagedFileWarning`."""
     reader_schema = parsed_schema(LATEST_VERSION if version is None else version)
     for file in event_log_files(path, include_in_progress=include_in_progress):
-        handle = _open_complete(file)
-        if handle is None:
-            continue
-        with handle:
-            records = fastavro.reader(handle)
-            writer_schema = fastavro.parse_schema(json.loads(records.metadata["avro.schema"]))
-            if writer_schema != reader_schema:  # resolving costs; skip it when they match
-                handle.seek(0)
-                records = fastavro.reader(handle, reader_schema=reader_schema)
-            for record in records:
-                yield from_record(record) if typed else record
+        count = 0
+        try:
+            handle = _open_complete(file)
+            if handle is None:
+                continue
+            with handle:
+                records = fastavro.reader(handle)
+                schema_text = records.metadata["avro.schema"]
+                writer_schema = fastavro.parse_schema(json.loads(schema_text))
+                if writer_schema != reader_schema:  # resolving costs; skip it when they match
+                    handle.seek(0)
+                    records = fastavro.reader(handle, reader_schema=reader_schema)
+                for record in records:
+                    event = from_record(record) if typed else record
+                    count += 1
+                    yield event
+        except Exception as exc:  # any damage: fastavro raises many kinds on bad bytes
+            report = DamagedFile(file, _damage(exc), count)
+            if damaged is not None:
+                damaged.append(report)
+            else:
+                warnings.warn(str(report), DamagedFileWarning, stacklevel=2)

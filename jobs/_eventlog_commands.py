@@ -13,12 +13,15 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from streamagents.connectors.eventlog import read_events
+from streamagents.connectors.eventlog import DamagedFile, read_events
 from streamagents.serde.avro import SCHEMA_VERSIONS
 
 __all__ = ["register", "summarize"]
 
 _PREVIEW = 80
+DAMAGED_EXIT = 3
+"""Exit code of `cat` and `stats` when some files were damaged: every event that could be
+read was printed (or counted), and each damaged file was named on stderr."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -98,9 +101,26 @@ def _line(record: dict[str, Any]) -> str:
     return "  ".join(fields) + (f"  {json.dumps(preview, ensure_ascii=False)}" if preview else "")
 
 
+def _report(damaged: list[DamagedFile]) -> int:
+    for report in damaged:
+        print(f"streamagents eventlog: damaged file {report}", file=sys.stderr)
+    if damaged:
+        print(
+            f"streamagents eventlog: {len(damaged)} damaged file(s); every other file was read",
+            file=sys.stderr,
+        )
+    return DAMAGED_EXIT if damaged else 0
+
+
 def _cat(args: argparse.Namespace) -> int:
+    damaged: list[DamagedFile] = []
     try:
-        records = read_events(args.path, args.version, include_in_progress=args.include_in_progress)
+        records = read_events(
+            args.path,
+            args.version,
+            include_in_progress=args.include_in_progress,
+            damaged=damaged,
+        )
         for record in records:
             if args.json:
                 print(json.dumps(_jsonable(record), ensure_ascii=False))
@@ -111,7 +131,8 @@ def _cat(args: argparse.Namespace) -> int:
         return 2
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
+        return 0
+    return _report(damaged)
 
 
 def _percentile(ordered: list[float], fraction: float) -> float:
@@ -167,14 +188,22 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _stats(args: argparse.Namespace) -> int:
+    damaged: list[DamagedFile] = []
     try:
-        summary = summarize(read_events(args.path, include_in_progress=args.include_in_progress))
+        summary = summarize(
+            read_events(args.path, include_in_progress=args.include_in_progress, damaged=damaged)
+        )
     except FileNotFoundError as error:
         print(f"streamagents eventlog: {error}", file=sys.stderr)
         return 2
     if args.json:
+        if damaged:  # only then: a clean log's summary stays as it always was
+            summary["damaged_files"] = [
+                {"path": str(d.path), "error": d.error, "events_read": d.events_read}
+                for d in damaged
+            ]
         print(json.dumps(summary))
-        return 0
+        return _report(damaged)
     print(f"events       {summary['events']}")
     for name, count in summary["by_type"].items():
         print(f"  {name:<14} {count}")
@@ -191,4 +220,6 @@ def _stats(args: argparse.Namespace) -> int:
         )
     else:
         print("latency ms   none recorded")
-    return 0
+    if damaged:
+        print(f"damaged      {len(damaged)} file(s), see above")
+    return _report(damaged)

@@ -30,7 +30,13 @@ from pydantic import (
 )
 
 from streamagents.connectors.providers import PROVIDERS
-from streamagents.jobs._yaml_source import FieldPath, LoadedYaml, YamlSyntaxError, load_yaml
+from streamagents.jobs._yaml_source import (
+    FieldPath,
+    LoadedYaml,
+    YamlRuleError,
+    YamlSyntaxError,
+    load_yaml,
+)
 from streamagents.operators.agent.config import Budgets, InputLimits, MemoryConfig
 from streamagents.operators.agent.tools import load_tool
 
@@ -65,6 +71,22 @@ def _resolve_path(value: str, info: ValidationInfo) -> str:
 
 PathOrUri = Annotated[str, Field(min_length=1), AfterValidator(_resolve_path)]
 """A local path (relative to the spec file) or a URI such as s3://bucket/prefix."""
+
+
+def _local_only(value: str) -> str:
+    if _URI.match(value):
+        raise ValueError(
+            "expected a local (or mounted) directory, not a URI: the event log appends to "
+            "its open file, which object stores cannot do; write it to a local directory "
+            "and copy the finished *.avro files (they never change once named) to the store"
+        )
+    return value
+
+
+LocalPath = Annotated[
+    str, Field(min_length=1), AfterValidator(_local_only), AfterValidator(_resolve_path)
+]
+"""A local path (relative to the spec file); a URI is refused."""
 
 
 class _SpecModel(BaseModel):
@@ -181,7 +203,7 @@ class AgentSpec(_SpecModel):
 class EventLogSpec(_SpecModel):
     """Where and how much of each run the event log records (Avro files)."""
 
-    path: PathOrUri = Field(description="Directory of the event-log files.")
+    path: LocalPath = Field(description="Local directory of the event-log files (no URI).")
     level: Literal["off", "standard", "verbose"] = Field(
         default="standard",
         description="standard keeps a bounded prefix of long texts, verbose keeps all, off none.",
@@ -283,10 +305,18 @@ def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> Loa
         raise SpecError(
             str(file), [SpecProblem(None, "", f"cannot read: {exc.strerror}")]
         ) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            str(file), [SpecProblem(None, "", f"not UTF-8 text (byte {exc.start})")]
+        ) from None
     try:
         loaded = load_yaml(text, environ)
     except YamlSyntaxError as exc:
-        raise SpecError(str(file), [SpecProblem(None, "", f"not valid YAML: {exc}")]) from None
+        raise SpecError(str(file), [SpecProblem(exc.line, "", f"not valid YAML: {exc}")]) from None
+    except YamlRuleError as exc:
+        raise SpecError(
+            str(file), [SpecProblem(exc.line, _dotted(exc.path), exc.message)]
+        ) from None
     if not isinstance(loaded.data, dict):
         raise SpecError(str(file), [SpecProblem(1, "", "expected a mapping of keys at the top")])
     try:

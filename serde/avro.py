@@ -6,6 +6,10 @@ level; `from_record` turns a record read under any version back into an `AgentEv
 At the STANDARD level long text keeps a prefix plus its full length and a `truncated`
 flag, so no field ever changes type; VERBOSE keeps the full text. Secrets that look like
 API keys or bearer tokens are replaced at every level, and media appear only as refs.
+Metadata strings (of parts, messages and tool calls, nested ones in JSON values too) are
+redacted the same way and, at STANDARD, clipped to the same limit (the schema's metadata
+strings have no length fields, so a clipped one ends in "…"); bytes metadata such as
+Gemini thought signatures are kept as they are.
 
 `check_compatible(old, new)` (from `avro_compat`) lists what stops a new schema from
 reading data written with the old one and the old from reading data written with the new.
@@ -26,7 +30,7 @@ import fastavro
 from streamagents.serde.avro_compat import check_compatible
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
-from streamagents.serde.safe_text import redact_secrets
+from streamagents.serde.safe_text import clip, is_credential_name, redact_secrets
 
 __all__ = [
     "DEFAULT_TEXT_LIMIT",
@@ -164,21 +168,42 @@ def _json_default(value: Any) -> Any:
 _METADATA_BRANCHES = {bool: "boolean", int: "long", float: "double", str: "string"}
 
 
-def _metadata_value(value: Any) -> Any:
+def _safe_string(name: str, value: str, limit: int | None) -> str:
+    """A metadata string as the log keeps it: redacted (all of it under a credential's
+    name), and at most `limit` characters."""
+    value = "[REDACTED]" if value and is_credential_name(name) else redact_secrets(value)
+    return value if limit is None else clip(value, limit)
+
+
+def _safe_json(value: Any, name: str, limit: int | None) -> Any:
+    """`value` with every string in it made safe; bytes and numbers stay as they are."""
+    if isinstance(value, str):
+        return _safe_string(name, value, limit)
+    if isinstance(value, dict):
+        return {k: _safe_json(v, str(k), limit) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_safe_json(v, name, limit) for v in value]
+    return value
+
+
+def _metadata_value(name: str, value: Any, limit: int | None) -> Any:
     if value is None:
         return None
+    if isinstance(value, str):
+        return ("string", _safe_string(name, value, limit))
     branch = _METADATA_BRANCHES.get(type(value))
     if branch is not None:
         return (branch, value)
-    if isinstance(value, bool | int | float | str):  # a subclass: fastavro finds the branch
+    if isinstance(value, bool | int | float):  # a subclass: fastavro finds the branch
         return value
-    if isinstance(value, bytes | bytearray):
+    if isinstance(value, bytes | bytearray):  # e.g. a thought signature: kept as it is
         return (_BYTES_VALUE, {"bytes": bytes(value)})
-    return (_JSON_VALUE, {"json": json.dumps(value, default=_json_default, separators=(",", ":"))})
+    safe = _safe_json(value, name, limit)
+    return (_JSON_VALUE, {"json": json.dumps(safe, default=_json_default, separators=(",", ":"))})
 
 
-def _metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    return {k: _metadata_value(v) for k, v in metadata.items()} if metadata else {}
+def _metadata(metadata: dict[str, Any], limit: int | None) -> dict[str, Any]:
+    return {k: _metadata_value(k, v, limit) for k, v in metadata.items()} if metadata else {}
 
 
 class _Encoder:
@@ -213,14 +238,14 @@ class _Encoder:
                 "url": _string(part.url),
             }
         if self.shape.part_metadata:
-            record["metadata"] = _metadata(part.metadata)
+            record["metadata"] = _metadata(part.metadata, self.limit)
         return record
 
     def tool_call(self, call: ToolCall) -> dict[str, Any]:
         arguments = json.dumps(call.arguments, separators=(",", ":"))
         record = {"id": call.id, "name": call.name, "arguments": _bounded(arguments, self.limit)}
         if self.shape.call_metadata:
-            record["metadata"] = _metadata(call.metadata)
+            record["metadata"] = _metadata(call.metadata, self.limit)
         return record
 
     def message(self, message: ChatMessage) -> dict[str, Any]:
@@ -235,7 +260,7 @@ class _Encoder:
             "is_error": message.is_error,
         }
         if self.shape.message_metadata:
-            record["metadata"] = _metadata(message.metadata)
+            record["metadata"] = _metadata(message.metadata, self.limit)
         return record
 
     def event(self, event: AgentEvent) -> dict[str, Any]:

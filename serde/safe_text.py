@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["REASON_LIMIT", "clip", "redact_secrets", "scrub"]
+__all__ = ["REASON_LIMIT", "clip", "is_credential_name", "redact_secrets", "scrub"]
 
 REASON_LIMIT = 1000
 """Characters a dead-letter reason or a run's error message keeps."""
@@ -20,15 +20,28 @@ _SCRUB_LIMIT = 2000
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{48,}={0,2}")
 
 # Secrets that must never reach a log: Google and OpenAI style API keys, bearer tokens and
-# `key=value` pairs whose name says they are credentials. The name is kept, the value goes.
+# `name: value` / `name=value` pairs whose name says they are credentials (api key, access
+# or auth token, secret, password, x-goog-api-key, ...; not any word ending in "key"). The
+# name is kept, the value goes. A quoted value (JSON, Python, headers) is replaced inside its
+# quotes whatever its length, so JSON stays valid JSON; a bare value needs 12 characters.
+_NAME = (
+    r"[A-Za-z0-9_-]{0,40}?(?:api[_ -]?key|access[_ -]?token|auth[_-]?token|refresh[_-]?token"
+    r"|secret(?:[_-]?key)?|password|passwd)"
+)
+_CREDENTIAL_NAME = re.compile(rf"(?i:{_NAME})")
 _SECRET = re.compile(
     r"AIza[0-9A-Za-z_\-]{30,}"
     r"|\bsk-[A-Za-z0-9_\-]{16,}"
     r"|(?i:\bbearer\s+)[A-Za-z0-9._~+/\-]{12,}=*"
-    r"|(?i:\b(?:api[_-]?key|x-goog-api-key|access[_-]?token|secret|password|key)"
-    r"[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9._~+/\-]{12,}"
+    rf"|(?P<name>\b(?i:{_NAME})|(?<=[?&])key)"  # or a URL's ?key= (Google API keys)
+    r"(?P<sep>(?:\\?[\"'])?\s*[=:]\s*)"
+    r"(?:"
+    r"\"(?P<dq>(?:\\.|[^\"\\\n])+)\""  # "value" (JSON): escapes kept inside
+    r"|'(?P<sq>(?:\\.|[^'\\\n])+)'"  # 'value'
+    r"|\\\"(?P<eq>(?:(?!\\\").)+)\\\""  # \"value\" (JSON inside a JSON string)
+    r"|(?P<bare>[A-Za-z0-9._~+/\-]{12,}=*)"
+    r")"
 )
-_NAMED_SECRET = re.compile(r"^(.*?[=:]\s*[\"']?)", re.DOTALL)
 _REDACTED = "[REDACTED]"
 
 
@@ -49,13 +62,22 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 
 def _redact_match(match: re.Match[str]) -> str:
-    found = match.group(0)
-    if found.startswith(("AIza", "sk-")):
-        return _REDACTED
-    if found[:6].lower() == "bearer":
-        return found[:6] + " " + _REDACTED
-    name = _NAMED_SECRET.match(found)
-    return (name.group(1) if name else "") + _REDACTED
+    if match.group("name") is None:  # a key or token recognised by its own shape
+        found = match.group(0)
+        return found[:6] + " " + _REDACTED if found[:6].lower() == "bearer" else _REDACTED
+    lead = match.group("name") + match.group("sep")
+    for group, quote in (("dq", '"'), ("sq", "'"), ("eq", '\\"')):
+        if match.group(group) is not None:
+            return f"{lead}{quote}{_REDACTED}{quote}"
+    # a bare value after a quoted name ("api_key": 123...) is a JSON number: quote the mark
+    sep = match.group("sep")
+    quote = '\\"' if sep.startswith('\\"') else sep[:1] if sep[:1] in ('"', "'") else ""
+    return f"{lead}{quote}{_REDACTED}{quote}"
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether a field, header or metadata name says its value is a credential."""
+    return _CREDENTIAL_NAME.fullmatch(name) is not None
 
 
 def redact_secrets(text: str) -> str:
@@ -67,6 +89,7 @@ def redact_secrets(text: str) -> str:
         or "bearer" in lowered
         or "key" in lowered
         or "token" in lowered
+        or "passwd" in lowered
         or "secret" in lowered
         or "password" in lowered
     ):

@@ -258,3 +258,48 @@ def test_unknown_event_type_reads_back_as_unknown(tmp_path: Path) -> None:
         writer.write(_run_events()[3])
     (event,) = read_events(tmp_path, typed=True)
     assert event.event_type is EventType.UNKNOWN
+
+
+def test_the_writer_refuses_a_uri_rather_than_write_to_a_local_folder_named_after_it() -> None:
+    with pytest.raises(ValueError, match="is a URI"):
+        EventLogWriter("s3://bucket/events")
+
+
+def _metadata_event() -> AgentEvent:
+    long_note = "n" * 5000
+    metadata = {
+        "api_key": "abc",
+        "header": f"x-goog-api-key: {_GOOGLE_KEY}",
+        "note": long_note,
+        "thought_signature": b"\x00sig\xff" * 1000,
+        "nested": {"password": "hunter2", "note": long_note, "raw": b"\x01" * 3000},
+    }
+    call = ToolCall(id="c1", name="stock", arguments={"sku": "A1"}, metadata=metadata)
+    answer = ChatMessage(
+        role="assistant", parts=[TextPart(text="ok", metadata=metadata)], tool_calls=[call]
+    )
+    ids = {"job_id": "job", "key": "k", "run_id": "r"}
+    return new_event("chat_response", sequence=1, messages=[answer], tool_calls=[call], **ids)
+
+
+@pytest.mark.parametrize("level", ["standard", "verbose"])
+def test_part_and_tool_call_metadata_are_redacted_and_bounded_bytes_kept(
+    tmp_path: Path, level: str
+) -> None:
+    with EventLogWriter(tmp_path, level=level, codec="null") as writer:
+        writer.write(_metadata_event())
+    raw = writer.finished[0].read_bytes()
+    assert _GOOGLE_KEY.encode() not in raw and b"hunter2" not in raw
+    (event,) = read_events(tmp_path, typed=True)
+    message = event.payload.messages[0]
+    for metadata in (message.parts[0].metadata, message.tool_calls[0].metadata):
+        assert metadata["api_key"] == "[REDACTED]"
+        assert metadata["header"] == "x-goog-api-key: [REDACTED]"
+        assert metadata["nested"]["password"] == "[REDACTED]"
+        assert metadata["thought_signature"] == b"\x00sig\xff" * 1000  # bytes as they were
+        assert metadata["nested"]["raw"] == b"\x01" * 3000
+        if level == "standard":
+            assert len(metadata["note"]) == 2048 and metadata["note"].endswith("…")
+            assert len(metadata["nested"]["note"]) == 2048
+        else:
+            assert metadata["note"] == metadata["nested"]["note"] == "n" * 5000

@@ -111,3 +111,30 @@ def test_a_missing_path_is_a_clear_error(
 ) -> None:
     assert main(["eventlog", "stats", str(tmp_path / "nope")]) == 2
     assert "no file or directory" in capsys.readouterr().err
+
+
+def test_cat_names_a_damaged_file_prints_every_good_event_and_exits_3(
+    log_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = sorted(log_dir.glob("v1-*.avro"))[0]
+    first.write_bytes(first.read_bytes()[:-30])  # sorted first: the v2 file comes after it
+    assert main(["eventlog", "cat", "--json", str(log_dir)]) == 3
+    captured = capsys.readouterr()
+    keys = [json.loads(line)["key"] for line in captured.out.splitlines()]
+    assert keys.count("bob") == 5
+    assert f"damaged file {first}" in captured.err and "Traceback" not in captured.err
+
+
+def test_stats_counts_the_good_files_and_lists_the_damaged_one(
+    log_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = sorted(log_dir.glob("v1-*.avro"))[0]
+    first.write_bytes(b"Obj\x01 garbage")
+    assert main(["eventlog", "stats", "--json", str(log_dir)]) == 3
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert summary["events"] == 5
+    assert [d["path"] for d in summary["damaged_files"]] == [str(first)]
+    assert str(first) in captured.err
+    assert main(["eventlog", "stats", str(log_dir)]) == 3
+    assert "damaged      1 file(s)" in capsys.readouterr().out

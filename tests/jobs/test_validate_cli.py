@@ -64,3 +64,15 @@ def test_validate_of_a_missing_file_says_so(
 ) -> None:
     assert main(["validate", str(tmp_path / "nope.yaml")]) == 2
     assert "cannot read: No such file or directory" in capsys.readouterr().err
+
+
+def test_validate_refuses_an_event_log_uri_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "s3.yaml"
+    spec.write_text(
+        EXAMPLE.read_text().replace("path: out/support_tickets/events", "path: s3://bucket/events")
+    )
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert f"{spec}:36: event_log.path: expected a local (or mounted) directory, not a URI" in err
