@@ -407,7 +407,9 @@ class ToolRegistry:
         except asyncio.TimeoutError:
             return self._error(call, f"tool {call.name!r} timed out after {self.timeout_s:g} s")
         if raised is not None:
-            return self._error(call, f"{type(raised).__name__}: {raised}")
+            detail = str(raised)
+            kind = type(raised).__name__
+            return self._error(call, f"{kind}: {detail}" if detail else f"{kind} raised")
         try:
             return ChatMessage.tool_result(call.id, call.name, tool_result_content(value))
         except Exception as exc:  # a return value that is neither text, JSON nor media

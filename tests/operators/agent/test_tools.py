@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import enum
 import threading
+from collections.abc import Iterator
 from typing import Literal, Optional
 
 import pytest
@@ -402,4 +403,44 @@ def test_slow_tool_times_out_with_an_error_result() -> None:
         result = run(registry, name)
         assert result.is_error and result.content == f"tool {name!r} timed out after 0.05 s"
     release.set()
+    registry.close()
+
+
+@pytest.fixture()
+def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop running in its own thread, as the engine runs one per subtask."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+
+
+@pytest.mark.parametrize("exit_kind", [SystemExit, KeyboardInterrupt])
+def test_a_tool_raising_system_exit_or_keyboard_interrupt_is_an_error_and_the_loop_lives_on(
+    loop_thread: asyncio.AbstractEventLoop, exit_kind: type[BaseException]
+) -> None:
+    def quits_sync() -> str:
+        raise exit_kind(2)
+
+    async def quits_async() -> str:
+        raise exit_kind(2)
+
+    def fine() -> str:
+        return "still here"
+
+    registry = ToolRegistry([quits_sync, quits_async, fine], timeout_s=5)
+
+    def call(name: str) -> ChatMessage:
+        coroutine = registry.run(ToolCall(id="c1", name=name, arguments={}))
+        return asyncio.run_coroutine_threadsafe(coroutine, loop_thread).result(timeout=5)
+
+    for name in ("quits_sync", "quits_async"):
+        result = call(name)
+        assert result.is_error
+        assert result.content == f"{exit_kind.__name__}: 2"
+    later = call("fine")
+    assert later.content == "still here" and not later.is_error
     registry.close()
