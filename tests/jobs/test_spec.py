@@ -185,3 +185,24 @@ def test_a_provider_this_installation_lacks_is_reported(
     with pytest.raises(SpecError) as caught:
         check_runnable(load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"}))
     assert ":6: agent.model.provider: provider 'gemini' is not available" in str(caught.value)
+
+
+def test_kafka_property_from_the_environment_never_appears_in_the_spec_repr(
+    tmp_path: Path,
+) -> None:
+    secret = "kafka-secret-password-42"
+    text = MINIMAL.replace(
+        "  files: {path: in}\n",
+        "  kafka:\n"
+        "    connector_jar: kafka.jar\n"
+        "    topics: [tickets]\n"
+        "    bootstrap_servers: 127.0.0.1:9092\n"
+        "    group_id: agents\n"
+        "    properties: {sasl.jaas.config: 'password=\"${KAFKA_PASSWORD}\";'}\n",
+    )
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "k", "KAFKA_PASSWORD": secret})
+    kafka = loaded.spec.source.kafka
+    assert kafka is not None and secret in kafka.properties["sasl.jaas.config"]
+    for shown in (repr(loaded.spec), str(loaded.spec), repr(kafka)):
+        assert secret not in shown
+        assert "sasl.jaas.config" in shown and "127.0.0.1:9092" in shown
