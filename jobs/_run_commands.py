@@ -9,6 +9,7 @@ the end; `submit` hands the job to a running Flink cluster through `flink run -p
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -28,7 +29,13 @@ from streamagents.jobs._progress import (
     read_progress,
     summary,
 )
-from streamagents.jobs.cluster import flink_home, free_port, rest_call, script_environment
+from streamagents.jobs.cluster import (
+    flink_home,
+    free_port,
+    interpreter_first,
+    rest_call,
+    script_environment,
+)
 from streamagents.jobs.spec import LoadedSpec, SpecError, check_runnable, load_spec
 
 __all__ = ["register"]
@@ -141,6 +148,10 @@ def _run(args: argparse.Namespace) -> int:
     loaded = _load(args.spec)
     if loaded is None:
         return 2
+    # The local mini-cluster's JVM, started below, inherits this process's environment,
+    # and its thread-mode workers run the `python` on PATH: make it this interpreter's,
+    # so `<venv>/bin/streamagents run` works without activating the venv.
+    os.environ["PATH"] = interpreter_first(os.environ.get("PATH"))
     # Imported here: validate and submit need no Flink gateway in this process.
     from pyflink.datastream import StreamExecutionEnvironment
 

@@ -31,6 +31,7 @@ __all__ = [
     "StandaloneCluster",
     "flink_home",
     "free_port",
+    "interpreter_first",
     "rest_call",
     "script_environment",
 ]
@@ -65,11 +66,24 @@ def rest_call(address: str, path: str, body: Any = None, timeout_s: float = 5.0)
         return json.loads(reply.read())
 
 
+def interpreter_first(path: str | None) -> str:
+    """`path` (a PATH value) with this interpreter's directory first, once.
+
+    Flink's thread-mode workers run the `python` they find on PATH, not the interpreter
+    that started the job (setting `python.executable` instead fails with "No module named
+    'pemja'"): with a venv not activated, they find another Python, or none ("Failed to
+    find libpython"). `sys.executable` is not resolved, so a venv's `bin` is what comes
+    first, not the base Python its `python` links to."""
+    first = str(Path(sys.executable).parent)
+    rest = [entry for entry in (path or "").split(os.pathsep) if entry and entry != first]
+    return os.pathsep.join([first, *rest])
+
+
 def script_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for Flink's scripts: this interpreter's bin first on PATH (PyFlink workers
     find pemja and this package through it)."""
     env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PATH"] = interpreter_first(env.get("PATH"))
     env.update(extra or {})
     return env
 

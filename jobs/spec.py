@@ -119,6 +119,11 @@ class KafkaSourceSpec(_SpecModel):
         default_factory=dict, description="Further Kafka client properties (may use ${ENV})."
     )
 
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            # Properties may hold ${ENV} secrets (sasl.jaas.config...): show names only.
+            yield name, (sorted(value) if name == "properties" else value)
+
 
 class SourceSpec(_SpecModel):
     """Where input records come from: exactly one of `files` or `kafka`."""

@@ -243,12 +243,13 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
     def _status_error(
         self, status: int | None, code: str | None, message: str, headers: Mapping[str, str]
     ) -> ProviderError:
-        """The error for an HTTP error reply: status table, scrubbed message, Retry-After."""
+        """The error for an HTTP error reply: status table, scrubbed message and code (a
+        server may echo anything in either), Retry-After."""
         return error_for_status(
             status,
             scrub(message, [self.api_key]),
             provider=self.provider,
-            code=code,
+            code=None if code is None else scrub(code, [self.api_key]),
             retry_after=parse_retry_after(headers),
         )
 

@@ -3,9 +3,9 @@
 Every adapter maps its SDK's exceptions onto these classes, keeping the provider's HTTP
 status, error code and message; `error_for_status` is the one status table both
 families use, and `reject_silent_empty` the one empty-reply rule all wires apply.
-Messages pass through `serde.safe_text.scrub`, which removes the API key and any long
-base64 run (inline media echoed by a server), so an error can be logged, dead-lettered
-or stored in an event without leaking either.
+Messages and error codes pass through `serde.safe_text.scrub`, which removes the API key
+and any long base64 run (inline media echoed by a server), so an error can be logged,
+dead-lettered or stored in an event without leaking either.
 """
 
 from __future__ import annotations

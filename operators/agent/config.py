@@ -6,15 +6,44 @@ YAML spec to the Flink workers unchanged and is validated before any Flink objec
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from streamagents.serde.avro import LogLevel
 
-__all__ = ["AgentConfig", "Budgets", "InputLimits", "MemoryConfig", "ModelSpec"]
+__all__ = ["AgentConfig", "Budgets", "InputLimits", "MemoryConfig", "ModelSpec", "redact_options"]
 
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid")
+_SECRET_OPTION = re.compile(
+    r"(?:^|[_.-])(?:api_?key|keys?|secrets?|tokens?|access_token|password|passwd|pwd|"
+    r"credentials?|auth|authorization|cookie)(?:$|[_.-])",
+    re.IGNORECASE,
+)
+_SECRET_VALUES = frozenset({"default_headers", "headers", "default_query", "http_options"})
+_HIDDEN = "[hidden]"
+
+
+def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of client options fit for a repr: secret-looking values replaced by `[hidden]`.
+
+    Hidden are the values of options named like a key, token, secret, password or
+    credential (`api_key`, `access_token`, ...), and every value of header-like maps
+    (`default_headers`, where `Authorization` travels). Other options, and the names of
+    all, stay visible. Nested maps are redacted the same way."""
+    shown: dict[str, Any] = {}
+    for name, value in options.items():
+        if _SECRET_OPTION.search(str(name)) and value is not None:
+            shown[name] = _HIDDEN
+        elif str(name) in _SECRET_VALUES and isinstance(value, Mapping):
+            shown[name] = dict.fromkeys(value, _HIDDEN)
+        elif isinstance(value, Mapping):
+            shown[name] = redact_options(value)
+        else:
+            shown[name] = value
+    return shown
 
 
 class ModelSpec(BaseModel):
@@ -32,6 +61,12 @@ class ModelSpec(BaseModel):
         default_factory=dict,
         description="Per-request generation options passed to achat (temperature, ...).",
     )
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # Options hold API keys and auth headers: repr/str hide their values (see
+        # `redact_options`); `options` itself keeps them for the client.
+        for name, value in super().__repr_args__():
+            yield name, (redact_options(value) if name == "options" else value)
 
 
 class MemoryConfig(BaseModel):

@@ -354,7 +354,7 @@ class AgentRuntime:
             "action_id": pending.request_event_id,
         }
         value: Any = None
-        raised: Exception | None = None
+        raised: BaseException | None = None
         try:
             if remaining_s <= 0:
                 raise asyncio.TimeoutError

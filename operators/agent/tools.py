@@ -14,9 +14,12 @@ A `ToolRegistry` runs a `ToolCall` and always returns a tool-result `ChatMessage
 - a raised exception, invalid arguments, a timeout, or an unknown tool name become a result
   with `is_error=True` and a message saying what happened.
 
-Async tools are awaited on the caller's loop; sync tools run in the registry's thread pool.
-Every call has a timeout (a timed-out sync tool's thread runs on until it returns; its result
-is discarded).
+Async tools are awaited on the caller's loop; sync tools run on threads of the registry
+(`_tool_threads.ToolThreads`): at most `max_workers` at once, and a call's timeout counts
+only its own running time. A timed-out sync tool's thread runs on until it returns (its
+result is discarded) but gives its slot up to a fresh thread, so hung tools cannot starve
+healthy ones; at most `max_abandoned` (default: `max_workers`) such threads are tolerated
+beyond the running ones before new sync calls fail at once with an error result.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import importlib
 import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
@@ -34,6 +36,7 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from streamagents.operators.agent._result_or_error import result_or_error
+from streamagents.operators.agent._tool_threads import ToolThreads, ToolThreadsExhausted
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import (
     AudioPart,
@@ -340,10 +343,10 @@ class ToolRegistry:
         *,
         timeout_s: float = 60.0,
         max_workers: int = 32,
+        max_abandoned: int | None = None,
     ) -> None:
         self.timeout_s = timeout_s
-        self._max_workers = max_workers
-        self._executor: ThreadPoolExecutor | None = None
+        self._threads = ToolThreads(max_workers, max_abandoned)
         self._tools: dict[str, Tool] = {}
         self._specs: list[ToolSpec] | None = None
         for item in tools:
@@ -401,13 +404,24 @@ class ToolRegistry:
             )
             return self._error(call, f"invalid arguments for tool {call.name!r}: {problems}")
         try:
-            value, raised = await asyncio.wait_for(
-                result_or_error(self._invoke(found, kwargs)), self.timeout_s
-            )
+            if found.is_async:
+                value, raised = await asyncio.wait_for(
+                    result_or_error(found.func(**kwargs)), self.timeout_s
+                )
+            else:
+                value, raised = await self._threads.call(
+                    lambda: found.func(**kwargs), self.timeout_s
+                )
+                if raised is None and inspect.isawaitable(value):
+                    value, raised = await asyncio.wait_for(result_or_error(value), self.timeout_s)
         except asyncio.TimeoutError:
             return self._error(call, f"tool {call.name!r} timed out after {self.timeout_s:g} s")
+        except ToolThreadsExhausted as exc:
+            return self._error(call, f"tool {call.name!r} was not started: {exc}")
         if raised is not None:
-            return self._error(call, f"{type(raised).__name__}: {raised}")
+            detail = str(raised)
+            kind = type(raised).__name__
+            return self._error(call, f"{kind}: {detail}" if detail else f"{kind} raised")
         try:
             return ChatMessage.tool_result(call.id, call.name, tool_result_content(value))
         except Exception as exc:  # a return value that is neither text, JSON nor media
@@ -417,17 +431,6 @@ class ToolRegistry:
         """Run the calls of one model turn concurrently; results keep the calls' order."""
         return list(await asyncio.gather(*(self.run(call) for call in calls)))
 
-    async def _invoke(self, found: Tool, kwargs: dict[str, Any]) -> Any:
-        if found.is_async:
-            return await found.func(**kwargs)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self._max_workers, thread_name_prefix="tool")
-        loop = asyncio.get_running_loop()
-        value = await loop.run_in_executor(self._executor, lambda: found.func(**kwargs))
-        if inspect.isawaitable(value):
-            return await value
-        return value
-
     @staticmethod
     def _error(call: ToolCall, message: str) -> ChatMessage:
         return ChatMessage.tool_result(
@@ -435,7 +438,4 @@ class ToolRegistry:
         )
 
     def close(self) -> None:
-        """Stop the thread pool of sync tools (running calls finish in the background)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        """Nothing to release: each sync call's thread ends when its tool returns."""

@@ -6,19 +6,26 @@ The Flink task thread hands coroutines over with `submit` and gets a
 counts the submitted ones that have not finished yet, and `wait_for_slot` lets the task
 thread block until that count is below the bound, which is how the engine pushes back on
 its input. Waiting never needs the task thread, so it cannot deadlock against timers.
+
+Nothing a coroutine raises ends the loop thread: a `SystemExit`, `KeyboardInterrupt` or
+other `BaseException` that is not the loop's own cancellation resolves that coroutine's
+future with a `CoroutineEscaped` error (an ordinary `Exception`, so the task thread that
+reads the result is not asked to exit either), and should anything still escape
+`run_forever`, the thread runs the loop again until `stop` asks it to end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-__all__ = ["EngineLoop", "Timed"]
+__all__ = ["CoroutineEscaped", "EngineLoop", "Timed"]
 
 T = TypeVar("T")
 
@@ -37,6 +44,20 @@ class Timed(Generic[T]):
         return self.finished - self.started
 
 
+class CoroutineEscaped(RuntimeError):
+    """A coroutine raised a `BaseException` (`SystemExit`, ...) that would end the loop."""
+
+
+async def _contained(coroutine: Awaitable[T]) -> T:
+    """Await `coroutine`; a non-`Exception` it raises (bar cancellation) becomes an error."""
+    try:
+        return await coroutine
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:  # SystemExit must not end the loop thread
+        raise CoroutineEscaped(f"the call raised {type(exc).__name__}: {exc}") from exc
+
+
 class EngineLoop:
     """Runs coroutines on one event loop thread, at most `max_in_flight` at a time."""
 
@@ -50,12 +71,17 @@ class EngineLoop:
         self._in_flight = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._ready = threading.Event()
+        self._stopping = False
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         self._semaphore = asyncio.Semaphore(self.max_in_flight)
         self._loop.call_soon(self._ready.set)
-        self._loop.run_forever()
+        while True:
+            with contextlib.suppress(BaseException):  # keep serving the other calls
+                self._loop.run_forever()
+            if self._stopping:
+                return
 
     def start(self) -> EngineLoop:
         """Start the loop thread and wait until it runs."""
@@ -77,7 +103,7 @@ class EngineLoop:
         """Schedule `coroutine`; the future resolves to its result with timings."""
         with self._slots:
             self._in_flight += 1
-        return asyncio.run_coroutine_threadsafe(self._bounded(coroutine), self._loop)
+        return asyncio.run_coroutine_threadsafe(_contained(self._bounded(coroutine)), self._loop)
 
     async def _bounded(self, coroutine: Awaitable[T]) -> Timed[T]:
         try:
@@ -93,7 +119,7 @@ class EngineLoop:
 
     def call(self, coroutine: Awaitable[T], timeout_s: float) -> T:
         """Run `coroutine` on the loop (outside the bound) and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout_s)
+        return asyncio.run_coroutine_threadsafe(_contained(coroutine), self._loop).result(timeout_s)
 
     def stop(
         self, closer: Callable[[], Awaitable[Any]] | None = None, timeout_s: float = 5.0
@@ -116,5 +142,6 @@ class EngineLoop:
         except (concurrent.futures.TimeoutError, RuntimeError):
             pass
         finally:
+            self._stopping = True
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout_s)

@@ -136,3 +136,75 @@ def test_offload_of_the_same_media_twice_writes_one_object(tmp_path: Path) -> No
     second = store.offload(message)
     assert first == second
     assert len(objects(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "emptied"])
+def test_put_of_the_right_bytes_repairs_a_damaged_object(tmp_path: Path, damage: str) -> None:
+    store = MediaStore(str(tmp_path))
+    ref = store.put(BIG, "image/png")
+    (path,) = objects(tmp_path)
+    damaged = {
+        "flipped byte": BIG[:10] + bytes([BIG[10] ^ 0xFF]) + BIG[11:],
+        "truncated": BIG[:100],
+        "emptied": b"",
+    }[damage]
+    path.write_bytes(damaged)
+    with pytest.raises(MediaIntegrityError):
+        store.get(ref)
+    assert store.put(BIG, "image/png") == ref
+    assert store.get(ref) == BIG
+    assert [p.name for p in objects(tmp_path)] == [ref.sha256]
+
+
+def test_size_only_verification_repairs_a_truncated_object(tmp_path: Path) -> None:
+    store = MediaStore(str(tmp_path), verify_existing="size")
+    ref = store.put(BIG, "image/png")
+    (path,) = objects(tmp_path)
+    path.write_bytes(BIG[:100])
+    store.put(BIG, "image/png")
+    assert store.get(ref) == BIG
+
+
+class _FailingFilesystem:
+    """A store filesystem whose writes or renames fail, as a full disk or lost mount would."""
+
+    def __init__(self, inner: object, fail: str) -> None:
+        self._inner = inner
+        self._fail = fail
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def open_output_stream(self, path: str) -> object:
+        stream = self._inner.open_output_stream(path)  # type: ignore[attr-defined]
+        if self._fail != "write":
+            return stream
+        fail = self._fail
+
+        class Broken:
+            def __enter__(self) -> Broken:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                stream.close()
+
+            def write(self, data: bytes) -> None:
+                stream.write(data[:10])
+                raise OSError(f"{fail}: no space left on device")
+
+        return Broken()
+
+    def move(self, src: str, dest: str) -> None:
+        if self._fail == "move":
+            raise OSError("rename failed")
+        self._inner.move(src, dest)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("fail", ["write", "move"])
+def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path, fail: str) -> None:
+    store = MediaStore(str(tmp_path))
+    store._fs = _FailingFilesystem(store._fs, fail)  # type: ignore[assignment]
+    with pytest.raises(OSError):
+        store.put(BIG, "image/png")
+    leftovers = [p for p in (tmp_path / "sha256").rglob("*") if p.is_file()]
+    assert leftovers == []

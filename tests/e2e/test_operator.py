@@ -45,6 +45,7 @@ GOOD = [
     {"id": "two-1", "key": "two", "text": "scenario:two_step weather in Paris?"},
     {"id": "par-1", "key": "par", "text": "scenario:parallel run both"},
     {"id": "err-1", "key": "err", "text": "scenario:tool_error read it"},
+    {"id": "exit-1", "key": "exit", "text": "scenario:exits try them"},
     {"id": "bud-1", "key": "bud", "text": "scenario:budget loop"},
     {"id": "ord-1", "key": "ordered", "text": "scenario:ordered first"},
     {"id": "ord-2", "key": "ordered", "text": "scenario:ordered second"},
@@ -60,6 +61,7 @@ GOOD = [
     *({"id": f"plain-{i}", "key": f"p{i % 10}", "text": f"scenario:plain n{i}"} for i in range(40)),
     *({"id": f"slow-{i}", "key": f"s{i}", "text": f"scenario:slow n{i}"} for i in range(40)),
     {"id": "mem-2", "key": "mem", "text": "scenario:plain later", "hold_s": HOLD_S},
+    {"id": "exit-2", "key": "exit", "text": "scenario:plain after-exit"},
 ]
 TWIN = {"key": "twin", "text": "scenario:plain twin"}
 """Sent twice, without an id: two runs, with ids numbered by their position."""
@@ -244,6 +246,21 @@ def test_tool_error_goes_back_to_the_model_and_the_run_goes_on(job: Any) -> None
     ]
     assert len(tool_events) == 1
     assert "sensor offline" in json.dumps(tool_events[0])
+
+
+def test_tools_raising_system_exit_or_keyboard_interrupt_leave_the_subtask_working(
+    job: Any,
+) -> None:
+    after = job["script"].turns_of("scenario:exits")[1]
+    responses = [json.dumps(r["response"]) for r in function_responses(after.body)]
+    assert len(responses) == 2
+    assert "SystemExit: 2" in responses[0] and "KeyboardInterrupt" in responses[1]
+    assert (output_of(job, "exit-1")["status"], output_of(job, "exit-1")["text"]) == (
+        "ok",
+        "the tools refused",
+    )
+    later = output_of(job, "exit-2")  # same key, so same subtask and loop, run after exit-1
+    assert (later["status"], later["text"]) == ("ok", "ok after-exit")
 
 
 def test_budget_hit_ends_the_run_with_an_error_naming_the_budget(job: Any) -> None:

@@ -198,6 +198,33 @@ def test_savepoint_then_resume_answers_new_tickets_and_repeats_none(tmp_path: Pa
     assert len(logged) == 7
 
 
+SYSTEM_PATH = os.pathsep.join(
+    ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+)
+
+
+@pytest.mark.e2e
+def test_run_works_from_the_venv_without_activating_it(tmp_path: Path) -> None:
+    spec = copy_example(tmp_path / "job")
+    env = {k: v for k, v in demo_env().items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+    java = shutil.which("java", path=SYSTEM_PATH)
+    env["PATH"] = SYSTEM_PATH if java or "JAVA_HOME" in env else pytest.skip("no system java")
+    assert str(Path(sys.executable).parent) not in env["PATH"].split(os.pathsep)
+    result = subprocess.run(
+        [*CLI, "run", str(spec), "--progress-interval", "0.5"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "support-tickets: FINISHED" in result.stdout
+    answers = read_jsonl(spec.parent / "out" / "support_tickets" / "answers")
+    assert sorted(r["id"] for r in answers) == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005"]
+
+
 @pytest.mark.e2e
 def test_a_failing_job_reports_each_task_failure_and_exits_1(tmp_path: Path) -> None:
     spec = copy_example(tmp_path / "job")

@@ -197,3 +197,24 @@ def test_input_limits_are_set_in_the_agent_section_and_validated(tmp_path: Path)
     assert config.input_limits == InputLimits(max_line_bytes=1048576, max_key_chars=64)
     message = problems(write(tmp_path, text.replace("max_key_chars: 64", "max_key_chars: 0")))
     assert "agent.input_limits.max_key_chars" in message and "greater than or equal to 1" in message
+
+
+def test_kafka_property_from_the_environment_never_appears_in_the_spec_repr(
+    tmp_path: Path,
+) -> None:
+    secret = "kafka-secret-password-42"
+    text = MINIMAL.replace(
+        "  files: {path: in}\n",
+        "  kafka:\n"
+        "    connector_jar: kafka.jar\n"
+        "    topics: [tickets]\n"
+        "    bootstrap_servers: 127.0.0.1:9092\n"
+        "    group_id: agents\n"
+        "    properties: {sasl.jaas.config: 'password=\"${KAFKA_PASSWORD}\";'}\n",
+    )
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "k", "KAFKA_PASSWORD": secret})
+    kafka = loaded.spec.source.kafka
+    assert kafka is not None and secret in kafka.properties["sasl.jaas.config"]
+    for shown in (repr(loaded.spec), str(loaded.spec), repr(kafka)):
+        assert secret not in shown
+        assert "sasl.jaas.config" in shown and "127.0.0.1:9092" in shown

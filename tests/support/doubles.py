@@ -276,6 +276,12 @@ class GeminiScript:
         return text_reply("the sensor is offline"), 0.0
 
     @staticmethod
+    def _exits(step: int, text: str) -> tuple[dict[str, Any], float]:
+        if step == 0:
+            return calls_reply(("strict_cli", {"flag": "--bogus"}), ("interrupted", {})), 0.0
+        return text_reply("the tools refused"), 0.0
+
+    @staticmethod
     def _budget(step: int, text: str) -> tuple[dict[str, Any], float]:
         return calls_reply(("lookup_city", {"name": "Paris"})), 0.0
 

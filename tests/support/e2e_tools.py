@@ -7,6 +7,7 @@ the map the jobs put before the agent to space an input in time from those befor
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import json
@@ -76,6 +77,23 @@ def read_sensor() -> str:
     raise RuntimeError("sensor offline")
 
 
+def strict_cli(flag: str) -> str:
+    """Run a command-line tool that exits on a flag it does not know (as argparse does).
+
+    Args:
+        flag: The flag to pass.
+    """
+    parser = argparse.ArgumentParser(prog="strict-cli", exit_on_error=True)
+    parser.add_argument("--known", action="store_true")
+    parser.parse_args([flag])  # an unknown flag: argparse prints usage and raises SystemExit(2)
+    return "accepted"
+
+
+async def interrupted() -> str:
+    """An async tool that raises KeyboardInterrupt, as code waiting on a terminal may."""
+    raise KeyboardInterrupt
+
+
 def hold(line: str) -> str:
     """Pass an input line on, after sleeping the `hold_s` seconds the line asks for."""
     if '"hold_s"' in line:
@@ -85,5 +103,14 @@ def hold(line: str) -> str:
 
 TOOL_PATHS = [
     f"{__name__}:{name}"
-    for name in ("make_image", "lookup_city", "weather", "slow_a", "slow_b", "read_sensor")
+    for name in (
+        "make_image",
+        "lookup_city",
+        "weather",
+        "slow_a",
+        "slow_b",
+        "read_sensor",
+        "strict_cli",
+        "interrupted",
+    )
 ]

@@ -296,3 +296,20 @@ def test_a_model_survives_pickling_and_still_calls(stub: LoopbackStubServer, wir
     stub.script(wire.ok)
     assert copy.chat(HELLO).message.content == "ok"
     assert len(stub.requests) == 2
+
+
+def test_an_error_code_or_status_echoing_the_key_or_media_is_scrubbed(
+    stub: LoopbackStubServer, wire: Wire
+) -> None:
+    encoded = base64.b64encode(PNG).decode()
+    echoed = f"KEY_{API_KEY}_DATA_{encoded}"
+    body = wire.error(400, "refused")
+    body["error"]["status" if wire.provider == "gemini" else "code"] = echoed
+    stub.script(StubReply(body, status=400))
+    with pytest.raises(ProviderError) as raised:
+        wire.model(stub.url).chat(HELLO)
+    error = raised.value
+    assert error.code is not None and error.code.startswith("KEY_")
+    for text in (error.code, str(error), repr(error)):
+        assert API_KEY not in text
+        assert encoded[:40] not in text

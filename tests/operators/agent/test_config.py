@@ -66,3 +66,24 @@ def test_invalid_settings_are_refused_naming_the_field(changes: dict, field: str
 def test_log_level_is_case_insensitive() -> None:
     cfg = AgentConfig(model=ModelSpec(provider="gemini", model="m"), event_log_level="VERBOSE")
     assert cfg.event_log_level == "verbose"
+
+
+def test_model_spec_repr_hides_secret_option_values_but_keeps_them_for_use() -> None:
+    secrets = ["sk-secret-key", "Bearer header-token", "refresh-me", "hunter2", "q-key"]
+    options = {
+        "api_key": secrets[0],
+        "default_headers": {"Authorization": secrets[1], "X-Team": "blue"},
+        "refresh_token": secrets[2],
+        "proxy": {"password": secrets[3], "host": "127.0.0.1"},
+        "default_query": {"key": secrets[4]},
+        "base_url": "http://127.0.0.1:9/v1",
+        "max_retries": 2,
+    }
+    spec = ModelSpec(provider="openai", model="gpt-x", options=options)
+    config = AgentConfig(model=spec)
+    for text in (repr(spec), str(spec), repr(config), str(config)):
+        assert not [s for s in secrets if s in text], text
+        assert "api_key" in text and "Authorization" in text and "X-Team" in text
+        assert "http://127.0.0.1:9/v1" in text and "max_retries" in text
+    assert spec.options == options
+    assert ModelSpec.model_validate_json(spec.model_dump_json()).options["api_key"] == secrets[0]

@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 import enum
 import threading
+import time
+from collections.abc import Iterator
 from typing import Literal, Optional
 
 import pytest
@@ -402,4 +404,104 @@ def test_slow_tool_times_out_with_an_error_result() -> None:
         result = run(registry, name)
         assert result.is_error and result.content == f"tool {name!r} timed out after 0.05 s"
     release.set()
+    registry.close()
+
+
+@pytest.fixture()
+def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop running in its own thread, as the engine runs one per subtask."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+
+
+@pytest.mark.parametrize("exit_kind", [SystemExit, KeyboardInterrupt])
+def test_a_tool_raising_system_exit_or_keyboard_interrupt_is_an_error_and_the_loop_lives_on(
+    loop_thread: asyncio.AbstractEventLoop, exit_kind: type[BaseException]
+) -> None:
+    def quits_sync() -> str:
+        raise exit_kind(2)
+
+    async def quits_async() -> str:
+        raise exit_kind(2)
+
+    def fine() -> str:
+        return "still here"
+
+    registry = ToolRegistry([quits_sync, quits_async, fine], timeout_s=5)
+
+    def call(name: str) -> ChatMessage:
+        coroutine = registry.run(ToolCall(id="c1", name=name, arguments={}))
+        return asyncio.run_coroutine_threadsafe(coroutine, loop_thread).result(timeout=5)
+
+    for name in ("quits_sync", "quits_async"):
+        result = call(name)
+        assert result.is_error
+        assert result.content == f"{exit_kind.__name__}: 2"
+    later = call("fine")
+    assert later.content == "still here" and not later.is_error
+    registry.close()
+
+
+def test_hung_sync_tools_do_not_starve_a_healthy_tool_of_a_thread() -> None:
+    release = threading.Event()
+
+    def hangs() -> str:
+        release.wait(30)  # bounded, and released at the end of the test
+        return "late"
+
+    def healthy() -> str:
+        return "fine"
+
+    registry = ToolRegistry([hangs, healthy], timeout_s=0.2, max_workers=2)
+    try:
+
+        async def main() -> list[ChatMessage]:
+            hung = [ToolCall(id=f"h{i}", name="hangs", arguments={}) for i in range(2)]
+            stuck = await registry.run_all(hung)  # both threads of the pool now hang
+            return [*stuck, await registry.run(ToolCall(id="ok", name="healthy", arguments={}))]
+
+        *stuck, result = asyncio.run(main())
+        assert all(r.is_error and "timed out" in r.content for r in stuck)
+        assert (result.content, result.is_error) == ("fine", False)
+    finally:
+        release.set()
+        registry.close()
+
+
+def test_a_healthy_tool_s_timeout_does_not_count_its_wait_for_a_thread() -> None:
+    def slowish() -> str:
+        threading.Event().wait(0.3)
+        return "done"
+
+    registry = ToolRegistry([slowish], timeout_s=0.5, max_workers=1)
+    calls = [ToolCall(id=str(i), name="slowish", arguments={}) for i in range(3)]
+    results = asyncio.run(registry.run_all(calls))  # the third waits ~0.6 s, runs 0.3 s
+    assert [(r.content, r.is_error) for r in results] == [("done", False)] * 3
+
+
+def test_abandoned_tool_threads_are_bounded_and_new_calls_then_fail_at_once() -> None:
+    release = threading.Event()
+
+    def hangs() -> str:
+        release.wait(30)
+        return "late"
+
+    registry = ToolRegistry([hangs], timeout_s=0.1, max_workers=1, max_abandoned=2)
+    try:
+        results = [run(registry, "hangs", cid=str(i)) for i in range(4)]
+        assert [("timed out" in r.content) for r in results] == [True, True, True, False]
+        assert results[3].is_error and "not started" in results[3].content
+        assert "3 timed-out sync tool calls are still running" in results[3].content
+    finally:
+        release.set()
+    deadline = time.monotonic() + 5
+    while registry._threads.abandoned and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert registry._threads.abandoned == 0
+    assert run(registry, "hangs").content == "late"
     registry.close()

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamagents.operators.flink._engine_loop import EngineLoop
+from streamagents.operators.flink._engine_loop import CoroutineEscaped, EngineLoop
 from streamagents.operators.flink._poll_schedule import PollSchedule
 
 
@@ -96,3 +96,23 @@ def test_a_late_call_is_polled_again_after_a_fraction_of_the_estimate() -> None:
     schedule.observe("tools", 1000.0)
     assert schedule.next_delay_ms("tools", elapsed_ms=1500) == 100
     assert schedule.next_delay_ms("unknown", elapsed_ms=0) == 21
+
+
+@pytest.mark.parametrize("exit_kind", [SystemExit, KeyboardInterrupt])
+def test_a_coroutine_raising_system_exit_fails_its_call_and_the_loop_thread_lives_on(
+    loop: EngineLoop, exit_kind: type[BaseException]
+) -> None:
+    async def quits() -> str:
+        raise exit_kind(2)
+
+    async def fine() -> str:
+        await asyncio.sleep(0)
+        return "done"
+
+    with pytest.raises(CoroutineEscaped, match=f"raised {exit_kind.__name__}: 2"):
+        loop.submit(quits()).result(timeout=5)
+    with pytest.raises(CoroutineEscaped, match=exit_kind.__name__):
+        loop.call(quits(), timeout_s=5)
+    assert loop.submit(fine()).result(timeout=5).value == "done"
+    assert loop.call(fine(), timeout_s=5) == "done"
+    assert loop.in_flight == 0
