@@ -12,6 +12,6 @@ _HERE = Path(__file__).parent
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test of this folder `reliability` and `e2e` (the fast subset skips it)."""
     for item in items:
-        if _HERE in Path(item.fspath).parents:
+        if _HERE in item.path.parents:
             item.add_marker(pytest.mark.reliability)
             item.add_marker(pytest.mark.e2e)
