@@ -219,6 +219,20 @@ class StandaloneCluster:
             f"TaskManagers registered); logs in {self.log_dir}"
         )
 
+    def taskmanager_pids(self) -> list[int]:
+        """Ids of this cluster's TaskManager processes that are still alive, oldest first."""
+        alive = []
+        for pid_file in sorted(self.pid_dir.glob("*taskexecutor*.pid")):
+            for line in pid_file.read_text().split():
+                if line.isdigit() and _alive(int(line)):
+                    alive.append(int(line))
+        return alive
+
+    def add_taskmanager(self) -> None:
+        """Start one more TaskManager with this cluster's configuration (e.g. to replace a
+        lost one); it registers with the JobManager on its own."""
+        self._script("taskmanager.sh", "start")
+
     def pids(self) -> list[int]:
         """Ids of this cluster's daemon processes that are still alive."""
         alive = []

@@ -1,0 +1,317 @@
+"""Losing a TaskManager while model calls are in flight: `kill -9`, twice, on a real cluster.
+
+A standalone cluster (JobManager + 2 TaskManagers on 127.0.0.1, from the wheel's scripts)
+runs a spec submitted with `streamagents submit`: parallelism 2, a checkpoint every
+1.5 s, a fixed-delay restart strategy. Each input is a tool loop (the model asks for
+`lookup_order`, then answers) against a Gemini stub in this process whose replies take
+50-100 ms; some inputs carry an inline image above the offload threshold. When the model
+has answered about 20% and again about 60% of the inputs, one TaskManager process is
+killed with SIGKILL and a replacement is started. The job must still FINISH with exactly
+one committed output per input, no dead letters, every media ref resolvable in the store,
+no temporary files left there, and at least two restarts on record. The figures go to a
+JSON file.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from doubles import calls_reply, text_reply
+from e2e_tools import image_bytes
+
+from streamagents.connectors.eventlog import read_events
+from streamagents.connectors.files import read_jsonl
+from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
+from streamagents.connectors.media import MediaStore
+from streamagents.jobs.cluster import StandaloneCluster, rest_call
+from streamagents.serde.messages import MediaRef
+
+CLI = str(Path(sys.executable).parent / "streamagents")
+INPUTS = 2_000
+KEYS = 250
+IMAGE_EVERY = 10  # every 10th input carries an image
+IMAGE_BYTES = 12_000
+OFFLOAD_THRESHOLD = 4_096
+# A TaskManager is killed when the model has answered these fractions of the inputs. (Not
+# of committed outputs: with the whole input buffered, the first checkpoint completes only
+# once the backlog has drained, so outputs are committed all at once near the end.)
+KILL_AT = (0.2, 0.6)
+JOB_TIMEOUT_S = 600
+
+
+class ToolLoopModel:
+    """Gemini stub responder: first call asks for `lookup_order`, the second answers.
+
+    Replies take 50-100 ms so that calls are in flight when a TaskManager dies; every
+    call is counted per input id, to show how many were re-issued after the kills."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.answered: set[str] = set()
+        self._lock = threading.Lock()
+        self._random = random.Random(11)
+
+    def __call__(self, request: RecordedRequest) -> StubReply:
+        body = request.json
+        # A TaskManager killed mid-request leaves a request without a (whole) JSON body.
+        contents = body.get("contents", []) if isinstance(body, dict) else []
+        marked = [
+            (i, text)
+            for i, content in enumerate(contents)
+            for text in (str(part.get("text", "")) for part in content.get("parts", []))
+            if text.startswith("input ")
+        ]
+        if not marked:
+            return StubReply({"error": {"code": 400, "message": "no input"}}, status=400)
+        start, text = marked[-1]
+        input_id = text.split()[1]
+        step = sum(1 for c in contents[start + 1 :] if c.get("role") == "model")
+        with self._lock:
+            self.calls[input_id] += 1
+            delay = self._random.uniform(0.05, 0.1)
+        time.sleep(delay)
+        if step == 0:
+            return StubReply(calls_reply(("lookup_order", {"order_id": "O-5521"})))
+        with self._lock:
+            self.answered.add(input_id)
+        return StubReply(text_reply(f"answered {input_id}"))
+
+
+def input_lines() -> list[str]:
+    lines = []
+    for n in range(INPUTS):
+        record: dict[str, Any] = {
+            "id": f"in-{n:05d}",
+            "customer": {"id": f"c{n % KEYS:03d}"},
+            "text": f"input in-{n:05d} where is my order?",
+        }
+        if n % IMAGE_EVERY == 0:
+            photo = image_bytes(1000 + n // IMAGE_EVERY % 40, IMAGE_BYTES)
+            record["parts"] = [
+                {
+                    "kind": "image",
+                    "mime_type": "image/png",
+                    "data": base64.b64encode(photo).decode(),
+                }
+            ]
+        lines.append(json.dumps(record))
+    return lines
+
+
+def write_spec(folder: Path, stub_url: str) -> Path:
+    (folder / "data").mkdir()
+    (folder / "data" / "inputs.jsonl").write_text("".join(f"{line}\n" for line in input_lines()))
+    spec = {
+        "name": "taskmanager-loss",
+        "source": {"files": {"path": "data"}},
+        "key": "customer.id",
+        "agent": {
+            "model": {
+                "provider": "gemini",
+                "model": "gemini-2.5-flash",
+                "options": {"api_key": "stub-key", "base_url": stub_url},
+            },
+            "system_prompt": "Answer the customer about their order.",
+            "tools": ["streamagents.jobs.examples.support_tools:lookup_order"],
+            "memory": {"max_messages": 6},
+            "budgets": {"max_model_calls": 4, "max_tool_calls": 4, "run_timeout_s": 300},
+            "max_in_flight": 64,
+            "offload_threshold_bytes": OFFLOAD_THRESHOLD,
+        },
+        "media_store": "out/media",
+        "event_log": {"path": "out/events", "level": "standard"},
+        "sinks": {
+            "outputs": {"path": "out/answers"},
+            "dead_letters": {"path": "out/dead_letters"},
+        },
+        "parallelism": 2,
+        "checkpointing": {"interval_s": 1.5, "dir": "out/checkpoints"},
+    }
+    path = folder / "taskmanager_loss.yaml"  # JSON is YAML
+    path.write_text(json.dumps(spec, indent=2))
+    return path
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(
+        [CLI, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.fixture()
+def cluster(tmp_path: Path) -> Iterator[StandaloneCluster]:
+    """JobManager + 2 TaskManagers that restart a failed job; always stopped, even on failure."""
+    conf = {
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 20,
+        "restart-strategy.fixed-delay.delay": "2 s",
+        # Notice a killed TaskManager in seconds, not after the default 50 s.
+        "heartbeat.interval": 2000,
+        "heartbeat.timeout": 20000,
+    }
+    handle = StandaloneCluster(tmp_path / "cluster", taskmanagers=2, conf=conf)
+    try:
+        yield handle.start(timeout_s=180)
+    finally:
+        handle.stop()
+    assert handle.pids() == [], "cluster processes outlived the test"
+
+
+def job_state(address: str, job_id: str) -> str | None:
+    try:
+        return str(rest_call(address, f"/jobs/{job_id}", timeout_s=10)["state"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return None
+
+
+def restarts(address: str, job_id: str) -> int:
+    """The job's restart count (Flink's `numRestarts` job metric)."""
+    reply = rest_call(address, f"/jobs/{job_id}/metrics?get=numRestarts", timeout_s=10)
+    return int(float(reply[0]["value"])) if reply else 0
+
+
+def checkpoint_counts(address: str, job_id: str) -> dict[str, int]:
+    """The job's checkpoint counts (`completed`, `failed`, `restored`, ...); empty if unknown."""
+    try:
+        return dict(rest_call(address, f"/jobs/{job_id}/checkpoints", timeout_s=10)["counts"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return {}
+
+
+def refs_in(value: Any) -> Iterator[MediaRef]:
+    """Every media ref in a JSON-like value (JSON text inside strings included)."""
+    if isinstance(value, dict):
+        if isinstance(value.get("sha256"), str) and "mime_type" in value:
+            # A ref, or a part in the event log's flat form (kind, mime_type, sha256, ...).
+            fields = ("sha256", "mime_type", "size_bytes", "uri")
+            yield MediaRef.model_validate({k: value[k] for k in fields if value.get(k) is not None})
+        else:
+            for item in value.values():
+                yield from refs_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from refs_in(item)
+    elif isinstance(value, str) and value[:1] in "[{" and "sha256" in value:
+        with contextlib.suppress(ValueError):
+            yield from refs_in(json.loads(value))
+
+
+def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
+    cluster: StandaloneCluster, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    address = cluster.rest_address
+    model = ToolLoopModel()
+    job = tmp_path / "job"
+    job.mkdir()
+    answers = job / "out" / "answers"
+    kills: list[dict[str, Any]] = []
+    with LoopbackStubServer(model) as stub:
+        spec = write_spec(job, stub.url)
+        submitted = cli("submit", str(spec), "--jobmanager", address)
+        assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
+        found = re.search(r"^([0-9a-f]{32})$", submitted.stdout, re.MULTILINE)
+        assert found, submitted.stdout
+        job_id = found.group(1)
+
+        deadline = time.monotonic() + JOB_TIMEOUT_S
+        first_commit_s: float | None = None
+        state = job_state(address, job_id)
+        while state != "FINISHED":
+            assert state not in ("FAILED", "CANCELED"), f"job ended {state}"
+            assert time.monotonic() < deadline, f"job not finished in {JOB_TIMEOUT_S}s: {state}"
+            committed = len(read_jsonl(answers)) if answers.exists() else 0
+            if first_commit_s is None and committed:
+                first_commit_s = round(time.monotonic() - started, 1)
+            answered = len(model.answered)
+            if len(kills) < len(KILL_AT) and answered >= KILL_AT[len(kills)] * INPUTS:
+                victim = cluster.taskmanager_pids()[0]
+                os.kill(victim, signal.SIGKILL)
+                kills.append(
+                    {
+                        "at_s": round(time.monotonic() - started, 1),
+                        "inputs_answered_by_model": answered,
+                        "model_calls_so_far": sum(model.calls.values()),
+                        "committed_outputs": committed,
+                        "checkpoints": checkpoint_counts(address, job_id),
+                    }
+                )
+                cluster.add_taskmanager()
+            time.sleep(0.5)
+            state = job_state(address, job_id)
+        restart_count = restarts(address, job_id)
+        exceptions = rest_call(address, f"/jobs/{job_id}/exceptions", timeout_s=10)
+        checkpoints = checkpoint_counts(address, job_id)
+
+    outputs = read_jsonl(answers)
+    per_id = Counter(record["id"] for record in outputs)
+    expected = {f"in-{n:05d}" for n in range(INPUTS)}
+    lost = sorted(expected - set(per_id))
+    duplicated = sorted(i for i, count in per_id.items() if count > 1)
+    dead_letters = read_jsonl(job / "out" / "dead_letters")
+    store = MediaStore(str(job / "out" / "media"))
+    output_refs = [ref for record in outputs for ref in refs_in(record)]
+    events = list(read_events(job / "out" / "events"))
+    event_refs = [ref for event in events for ref in refs_in(event)]
+    for ref in {r.sha256: r for r in output_refs + event_refs}.values():
+        store.get(ref)  # raises unless the object is there and its digest matches
+    temporary = [p for p in (job / "out" / "media").rglob("*") if p.name.startswith(".tmp")]
+    calls = sum(model.calls.values())
+    figures = {
+        "inputs": INPUTS,
+        "keys": KEYS,
+        "image_inputs": len(range(0, INPUTS, IMAGE_EVERY)),
+        "parallelism": 2,
+        "checkpoint_interval_s": 1.5,
+        "model_latency_ms": "50-100",
+        "max_in_flight": 64,
+        "kills": kills,
+        "restarts": restart_count,
+        "checkpoints": checkpoints,
+        "first_commit_at_s": first_commit_s,
+        "exception_history_entries": len(exceptions.get("exceptionHistory", {}).get("entries", [])),
+        "committed_outputs": len(outputs),
+        "lost": len(lost),
+        "duplicated": len(duplicated),
+        "dead_letters": len(dead_letters),
+        "model_calls": calls,
+        "model_calls_without_failures": 2 * INPUTS,
+        "model_calls_reissued": calls - 2 * INPUTS,
+        "inputs_with_reissued_calls": sum(1 for c in model.calls.values() if c > 2),
+        "media_refs_checked": len({r.sha256 for r in output_refs + event_refs}),
+        "media_refs_in_outputs": len(output_refs),
+        "media_refs_in_event_log": len(event_refs),
+        "media_temp_files": len(temporary),
+        "wall_time_s": round(time.monotonic() - started, 1),
+    }
+    report = tmp_path / "taskmanager_loss_figures.json"
+    report.write_text(json.dumps(figures, indent=2))
+    print(json.dumps(figures, indent=2))
+    print(f"figures written to {report}")
+
+    assert len(kills) == 2, f"the job finished before both kills: {kills}"
+    assert all(kill["inputs_answered_by_model"] < INPUTS for kill in kills), kills
+    assert lost == [] and duplicated == [], f"lost {lost[:10]}, duplicated {duplicated[:10]}"
+    assert all(record["status"] == "ok" for record in outputs)
+    assert dead_letters == []
+    assert event_refs, "the image inputs left no media ref in the event log"
+    assert temporary == []
+    assert restart_count >= 2, f"the kills did not restart the job: {restart_count}"
