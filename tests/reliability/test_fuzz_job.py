@@ -30,6 +30,7 @@ from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.operators.agent import AgentConfig, InputLimits, ModelSpec
+from streamagents.operators.agent.records import InputError, parse_input
 from streamagents.operators.flink import agent_stream, configure_environment
 
 GENERATED = 400
@@ -126,23 +127,25 @@ PART = st.fixed_dictionaries(
         "text": TEXT,
     },
 )
+GOOD_KEY = st.one_of(st.text(min_size=1, max_size=10), st.integers(-(2**40), 2**40))
 KEY = st.one_of(
-    st.text(min_size=1, max_size=10),
-    st.integers(),
-    st.floats(),
-    st.sampled_from(["", "k" * 64, "k" * 65, "\\ud800"]),
-    st.none(),
-    st.lists(st.integers(), max_size=2),
+    GOOD_KEY,
+    GOOD_KEY,
+    GOOD_KEY,
+    st.sampled_from(["", "k" * 64, "k" * 65, "\ud800", "a\udfffb", 1e300, True]),
+    st.one_of(st.floats(), st.none(), st.lists(st.integers(), max_size=2)),
 )
+"""Mostly keys the rules accept, so that lines get on to the rules after the key."""
 OBJECT = st.fixed_dictionaries(
-    {},
-    optional={
+    {
         "key": KEY,
-        "id": st.one_of(st.sampled_from(["", 0, None, [], "dup"]), st.text(max_size=5)),
-        "text": st.one_of(TEXT, st.integers(), st.just(None)),
+        "text": st.one_of(st.text(min_size=1, max_size=40), TEXT, st.integers(), st.just(None)),
+    },
+    optional={
+        "id": st.one_of(st.text(min_size=1, max_size=5), st.sampled_from(["", 0, None, []])),
         "parts": st.one_of(st.lists(PART, max_size=3), st.just("not a list"), JSON_VALUES),
         "meta": JSON_VALUES,
-        "blob": st.integers(0, 900).map(lambda n: "x" * n),
+        "blob": st.sampled_from([0, 8, 660, 670, 675, 680, 690, 720, 5960]).map(lambda n: "x" * n),
     },
 )
 
@@ -150,12 +153,14 @@ OBJECT = st.fixed_dictionaries(
 @st.composite
 def lines(draw: st.DrawFn) -> tuple[str, Any]:
     """One input line, and its object (before `fz` is added) when it is meant as one."""
-    shape = draw(st.sampled_from(["object", "object", "object", "mutated", "nested", "junk"]))
+    shape = draw(st.sampled_from(["object", "mutated", "object", "nested", "object", "junk"]))
     if shape == "junk":
         return draw(
             st.one_of(st.text(max_size=60), INVALID_UTF8, JSON_VALUES.map(json.dumps))
         ), None
     obj = draw(OBJECT)
+    if draw(st.sampled_from(["keep"] * 9 + ["drop"])) == "drop":  # earlier items come first
+        del obj["key"]
     if shape == "nested":
         depth = draw(st.sampled_from([10, 11, 12, 13, 40, 300]))
         obj["meta"] = json.loads("[" * depth + "]" * depth)
@@ -308,3 +313,16 @@ def test_dead_letters_name_a_documented_rule_without_traceback_or_payload(
         assert reason.strip(), letter
         assert "Traceback" not in reason and 'File "' not in reason, reason
         assert not PAYLOAD_RUN.search(reason), reason
+
+
+def test_the_job_applies_the_rules_parse_input_applies(run: dict[str, Any]) -> None:
+    answered = {o["attributes"]["fz"] for o in run["outputs"]}
+    refused = {d["input"]: d["error_type"] for d in run["dead"] if d["stage"] == "parse"}
+    for index, line in enumerate(run["sent"]):
+        received = as_received(line)
+        try:
+            parse_input(received, "key", LIMITS)
+        except InputError as error:
+            assert refused.get(received) == error.error_type, (index, str(error))
+        else:
+            assert index in answered, index
