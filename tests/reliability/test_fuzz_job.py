@@ -1,7 +1,8 @@
 """Fuzzing through a real job: generated input lines, one mini-cluster job, one record each.
 
 Hypothesis draws a few hundred input lines — JSON shapes with nesting, numbers from tiny
-to huge and NaN-like text, unicode with lone surrogates (escaped and raw) and invalid
+to huge and NaN-like text, unicode with lone surrogates (as JSON escapes, and raw — which
+Flink's STRING hand-over from Python turns into U+FFFD before the job sees them), invalid
 UTF-8 decoded as text, base64 standard, URL-safe, unpadded and broken, mime types and
 part kinds that fit or not, sizes around the input limits — and mixes in known-good
 lines. One job (parallelism 2, the Gemini adapter against a loopback stub that always
