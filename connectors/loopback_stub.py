@@ -3,14 +3,18 @@
 Nothing here thinks or writes: it binds 127.0.0.1 only, stores every request (path,
 headers, JSON body) and answers each one with the next scripted `StubReply`, or with what
 a responder function decides from the request. Replies can be delayed, carry any status
-and headers (429 with Retry-After, 500, ...), or be malformed bytes, so the real SDKs can
-be exercised against every fault. Tests use it, and so does the demo mode of a job
+and headers (429 with Retry-After, 500, ...), be malformed bytes, or be no reply at all (the
+stub closes the connection unanswered), so the real SDKs can be exercised against every
+fault. Tests use it, and so does the demo mode of a job
 (`jobs/_model_choice.py`), which must say loudly that its answers are canned.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -45,6 +49,8 @@ class StubReply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    drop: bool = False
+    """Send nothing: close the connection after the delay, as a crashed server would."""
 
     def encoded(self) -> bytes:
         """The body as bytes: raw bytes as given, anything else as JSON."""
@@ -60,6 +66,12 @@ class _ReusableServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 512
     allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client left before its reply (a timeout test did that on purpose)."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class LoopbackStubServer:
@@ -141,6 +153,11 @@ class LoopbackStubServer:
                 reply = stub._reply_for(request)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.drop:
+                    self.close_connection = True
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 payload = reply.encoded()
                 self.send_response(reply.status)
                 headers = {"Content-Type": "application/json", **reply.headers}

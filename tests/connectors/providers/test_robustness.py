@@ -231,6 +231,20 @@ def test_refused_connection_is_connection_failed_after_retries(wire: Wire) -> No
     assert raised.value.attempts == 2
 
 
+def test_dropped_connection_is_connection_failed_and_retried(
+    stub: LoopbackStubServer, wire: Wire
+) -> None:
+    stub.script(StubReply(drop=True), wire.ok)
+    assert wire.model(stub.url).chat(HELLO).message.content == "ok"
+    assert len(stub.requests) == 2
+
+    stub.script(StubReply(drop=True), StubReply(drop=True))
+    with pytest.raises(ConnectionFailed) as raised:
+        wire.model(stub.url, max_retries=1).chat(HELLO)
+    assert raised.value.attempts == 2
+    assert len(stub.requests) == 4
+
+
 def test_errors_never_contain_the_api_key_or_media_bytes(
     stub: LoopbackStubServer, wire: Wire
 ) -> None:
