@@ -11,8 +11,8 @@ thread mode) and `histories_expired`, prints them, writes them to `soak-samples.
 the test's tmp dir, and checks that state and memory level off while keys keep growing.
 
 `SOAK_TTL_S` overrides the TTL (`off` for none), `SOAK_RATE` the inputs per second and
-`SOAK_SECONDS` the input time: `SOAK_TTL_S=off` shows the assertions fail when
-histories are never removed.
+`SOAK_SECONDS` the input time, `SOAK_SAMPLES_JSON` where the samples go:
+`SOAK_TTL_S=off` shows the assertions fail when histories are never removed.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ INPUTS = int(RATE_PER_S * INPUT_S)
 SAMPLE_EVERY_S = 2.0
 JOB_DEADLINE_S = INPUT_S + 240
 JOB = "soak"
+MAX_BYTES_PER_NEW_KEY = 8.0
+"""What state may grow per key seen (noise): a key's history is ~1 KiB, a leaked timer ~16 B."""
 
 
 class SoakScript:
@@ -261,8 +263,28 @@ def median(samples: list[Sample], field: str) -> float:
     return statistics.median(values)
 
 
+def growth_per_new_key(middle: list[Sample], last: list[Sample]) -> float:
+    """Checkpoint growth per key seen between the thirds: the median over pairs of samples.
+
+    (A Theil-Sen slope: a checkpoint taken while the job lagged, with more keys live than
+    usual, moves it little.)
+    """
+    slopes = [
+        (b.checkpoint_bytes - a.checkpoint_bytes) / (b.keys_seen - a.keys_seen)
+        for a in middle
+        for b in last
+        if a.checkpoint_bytes is not None
+        and b.checkpoint_bytes is not None
+        and b.keys_seen > a.keys_seen
+    ]
+    assert slopes, "no checkpoints to compare"
+    return statistics.median(slopes)
+
+
 def report(samples: list[Sample], path: Path) -> None:
     """Print the samples as a table and write them, with the settings, as JSON."""
+    middle, last = thirds(samples)
+    slope = growth_per_new_key(middle, last) if middle and last else float("nan")
     print(f"\nsoak: ttl={TTL_S} s, {RATE_PER_S:g} inputs/s for {INPUT_S:g} s, {INPUTS} inputs")
     print("   t_s   keys  expired  ckpts  ckpt_KiB  heap_MiB  rss_MiB  started  failed")
     for s in samples:
@@ -275,6 +297,7 @@ def report(samples: list[Sample], path: Path) -> None:
         )
     settings = {"ttl_s": TTL_S, "rate_per_s": RATE_PER_S, "input_s": INPUT_S, "inputs": INPUTS}
     path.write_text(json.dumps({"settings": settings, "samples": [asdict(s) for s in samples]}))
+    print(f"checkpoint growth per new key (middle -> last third): {slope:.1f} B")
     print(f"samples written to {path}")
 
 
@@ -282,7 +305,7 @@ def test_state_and_memory_level_off_over_thousands_of_keys_with_a_memory_ttl(
     tmp_path: Path,
 ) -> None:
     samples, script = run_soak(tmp_path / "checkpoints")
-    report(samples, tmp_path / "soak-samples.json")
+    report(samples, Path(os.environ.get("SOAK_SAMPLES_JSON", tmp_path / "soak-samples.json")))
     middle, last = thirds(samples)
     assert len(middle) >= 5 and len(last) >= 5, "too few samples in the steady part"
     final = samples[-1]
@@ -300,6 +323,8 @@ def test_state_and_memory_level_off_over_thousands_of_keys_with_a_memory_ttl(
     # Checkpointed state levels off while keys keep growing.
     mid_ckpt, last_ckpt = median(middle, "checkpoint_bytes"), median(last, "checkpoint_bytes")
     assert last_ckpt <= 1.5 * mid_ckpt, f"checkpoint {mid_ckpt:.0f} B -> {last_ckpt:.0f} B"
+    per_key = growth_per_new_key(middle, last)
+    assert per_key <= MAX_BYTES_PER_NEW_KEY, f"checkpoint grows {per_key:.1f} B per new key"
 
     # Memory does not grow without bound (medians: heap used after GC is noisy).
     mid_heap, last_heap = median(middle, "heap_used_bytes"), median(last, "heap_used_bytes")
