@@ -50,7 +50,8 @@ SAMPLE_EVERY_S = 2.0
 JOB_DEADLINE_S = INPUT_S + 240
 JOB = "soak"
 MAX_BYTES_PER_NEW_KEY = 8.0
-"""What state may grow per key seen (noise): a key's history is ~1 KiB, a leaked timer ~16 B."""
+"""Checkpoint growth allowed per key seen (noise; measured 0-2 B). Histories never removed
+grow it by ~370 B per key, one timer left behind per key by ~16 B."""
 
 
 class SoakScript:
@@ -238,8 +239,6 @@ def run_soak(checkpoints: Path) -> tuple[list[Sample], SoakScript]:
                             rss_bytes=rss_bytes(pid),
                         )
                     )
-                    if os.environ.get("SOAK_DEBUG"):
-                        print(samples[-1], flush=True)
         finally:
             if not result.done():
                 with contextlib.suppress(Exception):
@@ -326,7 +325,8 @@ def test_state_and_memory_level_off_over_thousands_of_keys_with_a_memory_ttl(
     per_key = growth_per_new_key(middle, last)
     assert per_key <= MAX_BYTES_PER_NEW_KEY, f"checkpoint grows {per_key:.1f} B per new key"
 
-    # Memory does not grow without bound (medians: heap used after GC is noisy).
+    # Memory does not grow without bound (medians: heap used after GC is noisy). These catch
+    # gross growth only: ~2,000 histories never removed (~0.7 MB of state) do not show here.
     mid_heap, last_heap = median(middle, "heap_used_bytes"), median(last, "heap_used_bytes")
     assert last_heap <= 1.5 * mid_heap, f"heap {mid_heap:.0f} B -> {last_heap:.0f} B"
     mid_rss, last_rss = median(middle, "rss_bytes"), median(last, "rss_bytes")
