@@ -7,7 +7,8 @@ state changes happen on the task thread (`start` and `advance` compute them on a
 thread while it waits, see `_off_task`), `perform` runs on an `EngineLoop` thread. A call's
 result reaches the task thread only through a timer for its key, set at the call's
 estimated completion time. At the end of a bounded input Flink drops processing-time
-timers, so every busy key also holds a far-future event-time timer; the final watermark
+timers, so every busy key also holds a far-future event-time timer (deleted when the key
+is idle again, or every key ever seen would keep one in state); the final watermark
 fires it and the function then waits for that key's calls, re-arming at increasing
 timestamps until the key is idle. After a restore a run without a live call has its
 pending action performed again (calls are at-least-once; state and outputs are
@@ -259,6 +260,9 @@ class AgentFunction(KeyedProcessFunction):
                 return
             raw = self._dequeue()
         self._run.clear()
+        if not self._draining:
+            # The key is idle: its end-of-input timer would otherwise stay in state forever.
+            ctx.timer_service().delete_event_time_timer(FAR_FUTURE_MS)
 
     def _apply_step(
         self,
