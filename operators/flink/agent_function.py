@@ -347,7 +347,8 @@ class AgentFunction(KeyedProcessFunction):
             ctx.timer_service().register_processing_time_timer(due)
 
     def _clean_up(self, timestamp: int) -> None:
-        """On the cleanup timer of an idle key: drop its history, which has expired.
+        """On the cleanup timer of an idle key: drop its history, which has expired, and its
+        count of inputs without an id, so a key that stays away leaves nothing in state.
 
         Every history write moves the due time to that write + TTL, so a timer that still
         finds its own time there fires after the history's expiry (no need to decode it).
@@ -359,6 +360,7 @@ class AgentFunction(KeyedProcessFunction):
         if self._history.value() is not None:
             self._history.clear()
             self._metrics.histories_expired.inc()
+        self._unnamed.clear()
         self._cleanup_at.clear()
 
     # -- timers ----------------------------------------------------------------------------

@@ -21,13 +21,14 @@ PADDING_CHARS = 400
 
 
 def soak_line(n: int) -> str:
-    """Input line number `n`: its key, its turn, and some hard-to-compress padding."""
+    """Input line number `n`: its key, its turn and some hard-to-compress padding; no id, so
+    the per-key count of inputs without one is in state too, and must go with the TTL."""
     block, within = divmod(n, TURNS * KEYS_PER_BLOCK)
     turn, slot = divmod(within, KEYS_PER_BLOCK)
     key = f"k{block * KEYS_PER_BLOCK + slot}"
     padding = hashlib.sha256(f"soak-{n}".encode()).hexdigest() * (PADDING_CHARS // 64 + 1)
     text = f"scenario:soak turn{turn} {padding[:PADDING_CHARS]} n{n}"
-    return json.dumps({"id": f"soak-{n}", "key": key, "text": text})
+    return json.dumps({"key": key, "text": text})  # no id: the engine numbers it per key
 
 
 def key_count(inputs: int) -> int:
