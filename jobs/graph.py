@@ -83,6 +83,7 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
         input_limits=agent.input_limits,
         event_log_level=level,
         tool_timeout_s=agent.tool_timeout_s,
+        max_tool_result_bytes=agent.max_tool_result_bytes,
     )
 
 

@@ -38,7 +38,7 @@ from streamagents.jobs._yaml_source import (
     load_yaml,
 )
 from streamagents.operators.agent.config import Budgets, InputLimits, MemoryConfig
-from streamagents.operators.agent.tools import load_tool
+from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES, load_tool
 
 __all__ = [
     "AgentSpec",
@@ -197,6 +197,11 @@ class AgentSpec(_SpecModel):
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
+    max_tool_result_bytes: int = Field(
+        default=DEFAULT_MAX_RESULT_BYTES,
+        ge=1,
+        description="Largest tool result (text and inline media bytes); larger is an error.",
+    )
     offload_threshold_bytes: int = Field(
         default=65536, ge=0, description="Inline media above this size goes to the store."
     )

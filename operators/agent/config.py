@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
 
 __all__ = ["AgentConfig", "Budgets", "InputLimits", "MemoryConfig", "ModelSpec", "redact_options"]
@@ -156,6 +157,11 @@ class AgentConfig(BaseModel):
         default="standard", description='Event log level: "off", "standard" or "verbose".'
     )
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
+    max_tool_result_bytes: int = Field(
+        default=DEFAULT_MAX_RESULT_BYTES,
+        ge=1,
+        description="Largest tool result (text and inline media bytes); larger is an error.",
+    )
 
     @field_validator("event_log_level")
     @classmethod

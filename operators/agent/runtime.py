@@ -218,6 +218,7 @@ class AgentRuntime:
             config.tools,
             timeout_s=config.tool_timeout_s,
             max_workers=config.max_in_flight,  # every run in flight may be in a sync tool
+            max_result_bytes=config.max_tool_result_bytes,
         )
         return cls(config, model, tools, store)
 

@@ -53,6 +53,8 @@ __all__ = ["Tool", "ToolImportError", "ToolRegistry", "load_tool", "tool", "tool
 
 _PART_TYPES = (TextPart, ImagePart, AudioPart, VideoPart, DocumentPart)
 _MAX_ERROR_CHARS = 2000
+DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024
+"""Largest tool result (text bytes plus inline media bytes) the model is sent by default."""
 _PARAM_SECTIONS = ("Args", "Arguments", "Parameters", "Params")
 _GOOGLE_HEADER = re.compile(r"^([A-Z][A-Za-z ]*):$")
 _GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -334,6 +336,18 @@ def tool_result_content(value: Any) -> str | list[Any]:
     return _json_text(value)
 
 
+def result_bytes(message: ChatMessage) -> int:
+    """The size of a tool result: the UTF-8 bytes of its text plus its inline media bytes."""
+    if not message.parts:
+        return len(message.content.encode("utf-8", "surrogatepass"))
+    return sum(
+        len(p.text.encode("utf-8", "surrogatepass"))
+        if isinstance(p, TextPart)
+        else len(p.data or b"")
+        for p in message.parts
+    )
+
+
 class ToolRegistry:
     """The tools of one agent, by name; runs the model's tool calls and returns their results."""
 
@@ -344,8 +358,10 @@ class ToolRegistry:
         timeout_s: float = 60.0,
         max_workers: int = 32,
         max_abandoned: int | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         self.timeout_s = timeout_s
+        self.max_result_bytes = max_result_bytes
         self._threads = ToolThreads(max_workers, max_abandoned)
         self._tools: dict[str, Tool] = {}
         self._specs: list[ToolSpec] | None = None
@@ -354,10 +370,20 @@ class ToolRegistry:
 
     @classmethod
     def from_paths(
-        cls, paths: Sequence[str], *, timeout_s: float = 60.0, max_workers: int = 32
+        cls,
+        paths: Sequence[str],
+        *,
+        timeout_s: float = 60.0,
+        max_workers: int = 32,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> ToolRegistry:
         """Registry of the tools named by import paths `"package.module:function"`."""
-        return cls([load_tool(p) for p in paths], timeout_s=timeout_s, max_workers=max_workers)
+        return cls(
+            [load_tool(p) for p in paths],
+            timeout_s=timeout_s,
+            max_workers=max_workers,
+            max_result_bytes=max_result_bytes,
+        )
 
     def add(self, item: Tool | Callable[..., Any] | str) -> Tool:
         """Register a tool, a plain callable, or an import path; names must be unique."""
@@ -423,9 +449,17 @@ class ToolRegistry:
             kind = type(raised).__name__
             return self._error(call, f"{kind}: {detail}" if detail else f"{kind} raised")
         try:
-            return ChatMessage.tool_result(call.id, call.name, tool_result_content(value))
+            result = ChatMessage.tool_result(call.id, call.name, tool_result_content(value))
         except Exception as exc:  # a return value that is neither text, JSON nor media
             return self._error(call, f"{type(exc).__name__}: {exc}")
+        size = result_bytes(result)
+        if size > self.max_result_bytes:
+            return self._error(
+                call,
+                f"tool {call.name!r} returned {size} bytes, more than max_tool_result_bytes="
+                f"{self.max_result_bytes}; return less, or media by URL",
+            )
+        return result
 
     async def run_all(self, calls: Sequence[ToolCall]) -> list[ChatMessage]:
         """Run the calls of one model turn concurrently; results keep the calls' order."""

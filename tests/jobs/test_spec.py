@@ -12,6 +12,7 @@ from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.graph import agent_config
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
+from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import InputLimits
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jobs" / "examples" / "support_tickets.yaml"
@@ -187,6 +188,18 @@ def test_a_provider_this_installation_lacks_is_reported(
     with pytest.raises(SpecError) as caught:
         check_runnable(load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"}))
     assert ":6: agent.model.provider: provider 'gemini' is not available" in str(caught.value)
+
+
+def test_the_tool_result_limit_reaches_the_agents_tools(tmp_path: Path) -> None:
+    text = MINIMAL.replace(
+        '"${GEMINI_API_KEY}"}}', '"${GEMINI_API_KEY}"}}\n  max_tool_result_bytes: 4096'
+    )
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+    config = agent_config(loaded, model_spec(loaded.model))
+    assert config.max_tool_result_bytes == 4096
+    assert AgentRuntime.from_config(config).tools.max_result_bytes == 4096
+    message = problems(write(tmp_path, text.replace("4096", "0")))
+    assert "agent.max_tool_result_bytes" in message
 
 
 def test_input_limits_are_set_in_the_agent_section_and_validated(tmp_path: Path) -> None:

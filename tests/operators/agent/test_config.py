@@ -29,6 +29,7 @@ def test_defaults_match_the_contract() -> None:
     )
     assert (cfg.max_in_flight, cfg.media_store, cfg.offload_threshold_bytes) == (64, "media", 65536)
     assert (cfg.event_log_level, cfg.tool_timeout_s) == ("standard", 60.0)
+    assert cfg.max_tool_result_bytes == 32 * 1024 * 1024
     assert cfg.memory == MemoryConfig(max_messages=40, max_bytes=262144, ttl_seconds=None)
     assert cfg.budgets.model_dump() == {
         "max_model_calls": 8,

@@ -237,6 +237,23 @@ def test_tool_returning_an_image_gives_a_tool_result_with_the_image_part() -> No
     assert result.parts[1].data == PNG
 
 
+def test_a_result_over_max_result_bytes_is_an_error_naming_the_limit_not_the_payload() -> None:
+    def dump(n: int) -> str:
+        return "x" * n
+
+    def photo() -> list:
+        return ["a photo", ImagePart(data=PNG, mime_type="image/png")]
+
+    registry = ToolRegistry([dump, photo], max_result_bytes=len(PNG))
+    assert run(registry, "dump", {"n": len(PNG)}).content == "x" * len(PNG)
+    too_long = run(registry, "dump", {"n": len(PNG) + 1})
+    assert too_long.is_error and f"returned {len(PNG) + 1} bytes" in too_long.content
+    assert f"max_tool_result_bytes={len(PNG)}" in too_long.content and "xxx" not in too_long.content
+    too_big = run(registry, "photo")
+    assert too_big.is_error and too_big.parts == [] and "photo" in too_big.content
+    assert f"returned {len(PNG) + len('a photo')} bytes" in too_big.content
+
+
 def test_raw_bytes_result_is_an_error_naming_the_rule() -> None:
     def raw() -> bytes:
         return PNG
