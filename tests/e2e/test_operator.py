@@ -13,9 +13,7 @@ import base64
 import contextlib
 import hashlib
 import json
-import socket
 import threading
-import urllib.request
 from collections import Counter
 from typing import Any
 
@@ -24,10 +22,12 @@ import e2e_tools
 import provider_wire
 import pytest
 from doubles import GeminiScript, StepFailsRuntime, function_responses
+from flink_rest import agent_metrics
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.jobs.cluster import free_port, rest_call
 from streamagents.operators.agent import AgentConfig, Budgets, MemoryConfig, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment
 from streamagents.serde.messages import decode_base64
@@ -88,29 +88,20 @@ class RestMetrics:
     """Samples the agent operator's metrics through the mini-cluster's REST API while it runs."""
 
     def __init__(self, port: int, vertex: str) -> None:
-        self.base = f"http://127.0.0.1:{port}"
+        self.address = f"127.0.0.1:{port}"
         self.vertex = vertex
         self.sums: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.base + path, timeout=2) as reply:
-            return json.load(reply)
+        return rest_call(self.address, path, timeout_s=2)
 
     def _sample(self) -> None:
         while not self._stop.wait(0.2):
             with contextlib.suppress(OSError, KeyError, ValueError, StopIteration):
                 job_id = next(j["jid"] for j in self._get("/jobs/overview")["jobs"])
-                vertices = self._get(f"/jobs/{job_id}")["vertices"]
-                vid = next(v["id"] for v in vertices if self.vertex in v["name"])
-                path = f"/jobs/{job_id}/vertices/{vid}/subtasks/metrics"
-                names = [m["id"] for m in self._get(path) if ".streamagents." in m["id"]]
-                if names:
-                    values = self._get(f"{path}?get={','.join(names)}&agg=sum")
-                    for metric in values:
-                        name = metric["id"].split(".streamagents.", 1)[1]
-                        self.sums[name] = float(metric["sum"])
+                self.sums.update(agent_metrics(self.address, job_id, self.vertex))
 
     def __enter__(self) -> RestMetrics:
         self._thread.start()
@@ -119,13 +110,6 @@ class RestMetrics:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

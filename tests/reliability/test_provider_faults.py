@@ -18,10 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-import socket
 import threading
 import time
-import urllib.request
 import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -33,6 +31,7 @@ from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.connectors.providers import RetryBudget, RetryPolicy
+from streamagents.jobs.cluster import free_port, rest_call
 from streamagents.operators.agent import AgentConfig, Budgets, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment
 
@@ -129,7 +128,7 @@ class JobWatch:
     """Samples the job's `numRestarts` metric and its exception history over REST."""
 
     def __init__(self, port: int) -> None:
-        self.base = f"http://127.0.0.1:{port}"
+        self.address = f"127.0.0.1:{port}"
         self.samples = 0
         self.max_restarts = 0
         self.exceptions: list[str] = []
@@ -137,8 +136,7 @@ class JobWatch:
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.base + path, timeout=5) as reply:
-            return json.load(reply)
+        return rest_call(self.address, path, timeout_s=5)
 
     def _sample(self) -> None:
         while not self._stop.wait(0.5):
@@ -158,13 +156,6 @@ class JobWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

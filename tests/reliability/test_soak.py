@@ -20,11 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import statistics
 import threading
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,12 +30,14 @@ from typing import Any
 import provider_wire
 import soak_tools
 from doubles import text_reply, texts
+from flink_rest import agent_metrics
 from provider_wire import snake
 from pyflink.common import Configuration, Types, WatermarkStrategy
 from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors import NumberSequenceSource
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest
+from streamagents.jobs.cluster import free_port, rest_call
 from streamagents.operators.agent import AgentConfig, MemoryConfig, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment
 
@@ -95,21 +95,13 @@ class Rest:
     """The mini-cluster's REST API on 127.0.0.1."""
 
     def __init__(self, port: int) -> None:
-        self.base = f"http://127.0.0.1:{port}"
+        self.address = f"127.0.0.1:{port}"
 
     def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.base + path, timeout=5) as reply:
-            return json.load(reply)
+        return rest_call(self.address, path, timeout_s=5)
 
     def agent_metrics(self, job_id: str) -> dict[str, float]:
-        vertices = self.get(f"/jobs/{job_id}")["vertices"]
-        vid = next(v["id"] for v in vertices if v["name"].startswith(f"{JOB}-agent"))
-        path = f"/jobs/{job_id}/vertices/{vid}/subtasks/metrics"
-        names = [m["id"] for m in self.get(path) if ".streamagents." in m["id"]]
-        if not names:
-            return {}
-        values = self.get(f"{path}?get={','.join(names)}&agg=sum")
-        return {m["id"].split(".streamagents.", 1)[1]: float(m["sum"]) for m in values}
+        return agent_metrics(self.address, job_id, f"{JOB}-agent")
 
     def checkpoints(self, job_id: str) -> tuple[int, int | None]:
         stats = self.get(f"/jobs/{job_id}/checkpoints")
@@ -191,13 +183,6 @@ def build_job(port: int, stub_url: str, checkpoints: Path) -> StreamExecutionEnv
     streams = agent_stream(lines, config)
     streams.outputs.filter(lambda line: '"status": "ok"' not in line).print()
     return env
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def run_soak(checkpoints: Path) -> tuple[list[Sample], SoakScript]:
