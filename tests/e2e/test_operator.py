@@ -10,10 +10,8 @@ and what the stub received.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
-import threading
 from collections import Counter
 from typing import Any
 
@@ -22,12 +20,12 @@ import e2e_tools
 import provider_wire
 import pytest
 from doubles import GeminiScript, StepFailsRuntime, function_responses
-from flink_rest import agent_metrics
+from flink_rest import JobSampler, agent_metrics
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.jobs.cluster import free_port, rest_call
+from streamagents.jobs.cluster import free_port
 from streamagents.operators.agent import AgentConfig, Budgets, MemoryConfig, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment
 from streamagents.serde.messages import decode_base64
@@ -84,32 +82,17 @@ BAD = [
 ]
 
 
-class RestMetrics:
+class RestMetrics(JobSampler):
     """Samples the agent operator's metrics through the mini-cluster's REST API while it runs."""
 
     def __init__(self, port: int, vertex: str) -> None:
-        self.address = f"127.0.0.1:{port}"
+        super().__init__(port, every_s=0.2)
         self.vertex = vertex
         self.sums: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
 
-    def _get(self, path: str) -> Any:
-        return rest_call(self.address, path, timeout_s=2)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.2):
-            with contextlib.suppress(OSError, KeyError, ValueError, StopIteration):
-                job_id = next(j["jid"] for j in self._get("/jobs/overview")["jobs"])
-                self.sums.update(agent_metrics(self.address, job_id, self.vertex))
-
-    def __enter__(self) -> RestMetrics:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    def sample(self, job_id: str) -> None:
+        """The latest sums of the agent vertex's metrics."""
+        self.sums.update(agent_metrics(self.address, job_id, self.vertex))
 
 
 @pytest.fixture(scope="module")

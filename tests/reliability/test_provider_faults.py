@@ -15,7 +15,6 @@ The figures are printed and written to `provider_faults.json` in the test's tmp 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import threading
@@ -26,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flink_rest import JobSampler
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.connectors.providers import RetryBudget, RetryPolicy
-from streamagents.jobs.cluster import free_port, rest_call
+from streamagents.jobs.cluster import free_port
 from streamagents.operators.agent import AgentConfig, Budgets, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment
 
@@ -124,38 +124,23 @@ class FaultyGemini:
         return REPLIES[kind]
 
 
-class JobWatch:
+class JobWatch(JobSampler):
     """Samples the job's `numRestarts` metric and its exception history over REST."""
 
     def __init__(self, port: int) -> None:
-        self.address = f"127.0.0.1:{port}"
+        super().__init__(port, every_s=0.5)
         self.samples = 0
         self.max_restarts = 0
         self.exceptions: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
 
-    def _get(self, path: str) -> Any:
-        return rest_call(self.address, path, timeout_s=5)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.5):
-            with contextlib.suppress(OSError, KeyError, ValueError, IndexError, StopIteration):
-                job_id = next(j["jid"] for j in self._get("/jobs/overview")["jobs"])
-                history = self._get(f"/jobs/{job_id}/exceptions")
-                entries = history.get("exceptionHistory", {}).get("entries", [])
-                self.exceptions = [e.get("exceptionName", "?") for e in entries]
-                metric = self._get(f"/jobs/{job_id}/metrics?get=numRestarts")
-                self.max_restarts = max(self.max_restarts, int(float(metric[0]["value"])))
-                self.samples += 1
-
-    def __enter__(self) -> JobWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    def sample(self, job_id: str) -> None:
+        """The exception history so far and the highest restart count seen."""
+        history = self.get(f"/jobs/{job_id}/exceptions")
+        entries = history.get("exceptionHistory", {}).get("entries", [])
+        self.exceptions = [e.get("exceptionName", "?") for e in entries]
+        metric = self.get(f"/jobs/{job_id}/metrics?get=numRestarts")
+        self.max_restarts = max(self.max_restarts, int(float(metric[0]["value"])))
+        self.samples += 1
 
 
 @pytest.fixture(scope="module")
