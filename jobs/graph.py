@@ -51,6 +51,12 @@ def flink_configuration(
     config.set_string(
         "execution.checkpointing.interval", f"{int(checkpointing.interval_s * 1000)} ms"
     )
+    config.set_string(
+        "execution.checkpointing.timeout", f"{int(checkpointing.timeout_s * 1000)} ms"
+    )
+    config.set_string(
+        "execution.checkpointing.unaligned.enabled", str(checkpointing.unaligned).lower()
+    )
     config.set_string("state.backend.type", checkpointing.backend)
     if checkpointing.dir is not None:
         config.set_string("execution.checkpointing.dir", _uri(checkpointing.dir))
@@ -76,6 +82,7 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
         tools=list(agent.tools),
         key_field=spec.key,
         max_in_flight=agent.max_in_flight,
+        max_waiting_inputs=agent.max_waiting_inputs,
         memory=agent.memory,
         budgets=agent.budgets,
         media_store=spec.media_store,

@@ -196,6 +196,14 @@ class AgentSpec(_SpecModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Per-key memory.")
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
+    max_waiting_inputs: int = Field(
+        default=256,
+        ge=1,
+        description=(
+            "Inputs per subtask that may wait in keyed state behind their key's run; at the"
+            " bound, an input for a busy key waits for that key's run instead."
+        ),
+    )
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
     max_tool_result_bytes: int = Field(
         default=DEFAULT_MAX_RESULT_BYTES,
@@ -241,6 +249,17 @@ class CheckpointSpec(_SpecModel):
     interval_s: float = Field(default=5.0, gt=0, description="Seconds between checkpoints.")
     dir: PathOrUri | None = Field(default=None, description="Checkpoint directory or URI.")
     backend: Literal["hashmap", "rocksdb"] = Field(default="hashmap", description="State backend.")
+    unaligned: bool = Field(
+        default=True,
+        description=(
+            "Unaligned checkpoints: a barrier overtakes the inputs waiting in network buffers"
+            " (they become part of the checkpoint), so checkpoints complete while a backlog"
+            " waits."
+        ),
+    )
+    timeout_s: float = Field(
+        default=600.0, gt=0, description="A checkpoint not complete after this many seconds fails."
+    )
 
 
 class JobSpec(_SpecModel):

@@ -144,6 +144,14 @@ class AgentConfig(BaseModel):
     )
     key_field: str = Field(default="key", description="Dotted path of the key in an input.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
+    max_waiting_inputs: int = Field(
+        default=256,
+        ge=1,
+        description=(
+            "Inputs per subtask that may wait in keyed state behind their key's run; at the"
+            " bound, an input for a busy key waits for that key's run instead."
+        ),
+    )
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Short-term memory.")
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     media_store: str = Field(default="media", description="Media store root: path or URI.")

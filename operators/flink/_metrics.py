@@ -65,6 +65,7 @@ class EngineMetrics:
         self.histories_expired = group.counter("histories_expired")
         self.in_flight = Level(group.counter("in_flight"))
         self.busy_keys = Level(group.counter("busy_keys"))
+        self.waiting_inputs = Level(group.counter("waiting_inputs"))
         self._latency = group.distribution("model_latency_ms")
         self._recent: deque[int] = deque(maxlen=_WINDOW)
         self._observed = 0

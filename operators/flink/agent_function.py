@@ -145,6 +145,7 @@ class AgentFunction(KeyedProcessFunction):
         self._draining = False
         self._drain_ts = FAR_FUTURE_MS
         self._closed = False
+        self._waiting = 0
         self._metrics = EngineMetrics(runtime_context.get_metrics_group().add_group("streamagents"))
 
     def close(self) -> None:
@@ -167,14 +168,33 @@ class AgentFunction(KeyedProcessFunction):
     # -- input -----------------------------------------------------------------------------
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
-        """Queue the input behind its key's run, or start its run (waiting for a call slot)."""
+        """Queue the input behind its key's run, or start its run (waiting for a call slot).
+
+        The task thread blocks only for one call: for a free slot before a run starts, or,
+        when `max_waiting_inputs` inputs already wait in this subtask, for the busy key's
+        current call, whose outcome it then applies here. Either way a checkpoint barrier
+        (unaligned, overtaking the records buffered behind this one) is handled as soon as
+        this input is placed, so checkpoints complete while a backlog waits.
+        """
         key, raw = value[0], value[1]
+        yield from self._make_room(key, ctx)
         if key in self._calls or self._run.value() is not None:
             self._enqueue(raw)
             return
         now = ctx.timer_service().current_processing_time()
         self._loop.wait_for_slot(self._max_block_s(now))
         yield from self._begin(raw, key, ctx)
+
+    def _make_room(self, key: str, ctx: Any) -> Iterator[Any]:
+        """While the subtask's waiting inputs are at their bound, settle the key's calls."""
+        while self._waiting >= self._config.max_waiting_inputs and key in self._calls:
+            call = self._calls[key]
+            now = ctx.timer_service().current_processing_time()
+            concurrent.futures.wait(
+                [call.future], timeout=max(0, self._deadline(call) - now) / 1000
+            )
+            now = ctx.timer_service().current_processing_time()
+            yield from self._settle(call, key, ctx, now)
 
     def _max_block_s(self, now_ms: int) -> float:
         """How long the task thread may block for a slot before a timeout timer is due."""
@@ -187,6 +207,11 @@ class AgentFunction(KeyedProcessFunction):
         tail = self._queue_tail.value() or 0
         self._queue.put(tail, raw)
         self._queue_tail.update(tail + 1)
+        self._count_waiting(1)
+
+    def _count_waiting(self, change: int) -> None:
+        self._waiting += change
+        self._metrics.waiting_inputs.set(self._waiting)
 
     def _dequeue(self) -> str | None:
         tail = self._queue_tail.value()
@@ -195,6 +220,7 @@ class AgentFunction(KeyedProcessFunction):
         head = self._queue_head.value() or 0
         raw = self._queue.get(head)
         self._queue.remove(head)
+        self._count_waiting(-1)
         if head + 1 >= tail:
             self._queue_head.clear()
             self._queue_tail.clear()
@@ -325,8 +351,7 @@ class AgentFunction(KeyedProcessFunction):
             return
         elapsed_ms = (time.monotonic() - call.submitted) * 1000
         delay = self._schedule.next_delay_ms(call.kind, elapsed_ms)
-        deadline = call.state.started_ms + self._timeout_ms + _TIMEOUT_GRACE_MS
-        call.poll_at = now_ms + max(1, min(delay, deadline - now_ms))
+        call.poll_at = now_ms + max(1, min(delay, self._deadline(call) - now_ms))
         ctx.timer_service().register_processing_time_timer(call.poll_at)
 
     def _arm_cleanup(self, ctx: Any, written_ms: int | None) -> None:
@@ -394,23 +419,35 @@ class AgentFunction(KeyedProcessFunction):
         if draining and not call.future.done():
             concurrent.futures.wait([call.future], timeout=_DRAIN_WAIT_S)
             now = ctx.timer_service().current_processing_time()
+        yield from self._settle(call, key, ctx, now)
+
+    def _deadline(self, call: _Call) -> int:
+        """When a call still running is given up (its run's timeout plus a grace period)."""
+        return call.state.started_ms + self._timeout_ms + _TIMEOUT_GRACE_MS
+
+    def _settle(self, call: _Call, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
+        """Advance the run with its call's outcome, time it out past its deadline, or look
+        again later."""
         if call.future.done():
             del self._calls[key]
             self._count_calls()
-            yield from self._harvest(call, key, ctx, now)
-        elif now >= call.state.started_ms + self._timeout_ms + _TIMEOUT_GRACE_MS:
+            yield from self._harvest(call, key, ctx, now_ms)
+        elif now_ms >= self._deadline(call):
             call.future.cancel()
             del self._calls[key]
             self._count_calls()
-            step = self._off_task(self._runtime.timeout, call.state, now)
-            yield from self._continue(step, _totals(call.state), call.history, key, ctx, now)
+            step = self._off_task(self._runtime.timeout, call.state, now_ms)
+            yield from self._continue(step, _totals(call.state), call.history, key, ctx, now_ms)
         else:
-            self._arm(call, ctx, now)
+            self._arm(call, ctx, now_ms)
 
     def _resume(self, stored: str, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
         """A timer for a key with a run but no live call: after a restore, perform it again."""
         state = RunState.model_validate_json(stored)
         history = self._load_history(now_ms)
+        tail = self._queue_tail.value()
+        if tail is not None:  # count the restored queue towards `max_waiting_inputs`
+            self._count_waiting(tail - (self._queue_head.value() or 0))
         if now_ms >= state.started_ms + self._timeout_ms:
             step = self._off_task(self._runtime.timeout, state, now_ms)
             yield from self._continue(step, _totals(state), history, key, ctx, now_ms)

@@ -36,6 +36,8 @@ TOOL_IMAGE = e2e_tools.image_bytes(7)
 PHOTO = e2e_tools.image_bytes(99, 5000)
 MEMORY_TTL_S = 1.0
 HOLD_S = 6.0
+MAX_WAITING = 2
+"""The job's `max_waiting_inputs`: far fewer than the inputs queued behind busy keys."""
 
 GOOD = [
     {"id": "mem-1", "key": "mem", "text": "scenario:plain remember-me"},
@@ -58,6 +60,7 @@ GOOD = [
     {"id": "broken-1", "key": "broken", "text": "scenario:broken please"},
     *({"id": f"plain-{i}", "key": f"p{i % 10}", "text": f"scenario:plain n{i}"} for i in range(40)),
     *({"id": f"slow-{i}", "key": f"s{i}", "text": f"scenario:slow n{i}"} for i in range(40)),
+    *({"id": f"hot-{i}", "key": "hot", "text": f"scenario:slow h{i}"} for i in range(6)),
     {"id": "mem-2", "key": "mem", "text": "scenario:plain later", "hold_s": HOLD_S},
     {"id": "exit-2", "key": "exit", "text": "scenario:plain after-exit"},
 ]
@@ -89,10 +92,14 @@ class RestMetrics(JobSampler):
         super().__init__(port, every_s=0.2)
         self.vertex = vertex
         self.sums: dict[str, float] = {}
+        self.peaks: dict[str, float] = {}
 
     def sample(self, job_id: str) -> None:
-        """The latest sums of the agent vertex's metrics."""
-        self.sums.update(agent_metrics(self.address, job_id, self.vertex))
+        """The latest sums of the agent vertex's metrics, and the largest seen of each."""
+        latest = agent_metrics(self.address, job_id, self.vertex)
+        self.sums.update(latest)
+        for name, value in latest.items():
+            self.peaks[name] = max(value, self.peaks.get(name, value))
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +126,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             system_prompt="You are the e2e test agent.",
             tools=e2e_tools.TOOL_PATHS,
             max_in_flight=8,
+            max_waiting_inputs=MAX_WAITING,
             budgets=Budgets(max_model_calls=3, run_timeout_s=60),
             memory=MemoryConfig(ttl_seconds=MEMORY_TTL_S),
             media_store=str(root / "media"),
@@ -150,6 +158,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
         "script": script,
         "root": root,
         "metrics": metrics.sums,
+        "metric_peaks": metrics.peaks,
     }
 
 
@@ -307,6 +316,13 @@ def test_a_keys_second_input_waits_for_its_first_run(job: Any) -> None:
     assert {"text": "first done"} in request_texts(second.body)
     ids = [o["id"] for o in job["outputs"] if o["key"] == "ordered"]
     assert ids == ["ord-1", "ord-2"]
+
+
+def test_inputs_waiting_behind_busy_keys_stay_within_max_waiting_inputs(job: Any) -> None:
+    hot = [o["id"] for o in job["outputs"] if o["key"] == "hot"]
+    assert hot == [f"hot-{i}" for i in range(6)], "a hot key's inputs answered in order"
+    waiting = job["metric_peaks"]["waiting_inputs"]
+    assert 0 < waiting <= 2 * MAX_WAITING, "two subtasks, each within its bound"
 
 
 def test_history_is_kept_within_the_memory_ttl_and_removed_after_it(job: Any) -> None:

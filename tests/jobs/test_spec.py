@@ -10,7 +10,7 @@ import pytest
 from streamagents.connectors.providers import PROVIDERS
 from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
-from streamagents.jobs.graph import agent_config
+from streamagents.jobs.graph import agent_config, flink_configuration
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import InputLimits
@@ -231,3 +231,27 @@ def test_kafka_property_from_the_environment_never_appears_in_the_spec_repr(
     for shown in (repr(loaded.spec), str(loaded.spec), repr(kafka)):
         assert secret not in shown
         assert "sasl.jaas.config" in shown and "127.0.0.1:9092" in shown
+
+
+def test_checkpoint_settings_reach_flink_unaligned_by_default(tmp_path: Path) -> None:
+    env = {"GEMINI_API_KEY": "test-key"}
+    default = flink_configuration(load_spec(write(tmp_path, MINIMAL), env).spec)
+    assert default.get_string("execution.checkpointing.unaligned.enabled", "") == "true"
+    assert default.get_string("execution.checkpointing.timeout", "") == "600000 ms"
+    tuned = MINIMAL + "checkpointing: {interval_s: 2, unaligned: false, timeout_s: 30}\n"
+    config = flink_configuration(load_spec(write(tmp_path, tuned), env).spec)
+    assert config.get_string("execution.checkpointing.unaligned.enabled", "") == "false"
+    assert config.get_string("execution.checkpointing.timeout", "") == "30000 ms"
+    assert config.get_string("execution.checkpointing.interval", "") == "2000 ms"
+
+
+def test_checkpoint_timeout_and_waiting_bound_must_be_positive(tmp_path: Path) -> None:
+    text = MINIMAL.replace("agent:\n", "agent:\n  max_waiting_inputs: 0\n")
+    message = problems(write(tmp_path, text + "checkpointing: {timeout_s: 0}\n"))
+    assert "agent.max_waiting_inputs: expected greater than or equal to 1" in message
+    assert "checkpointing.timeout_s: expected greater than 0" in message
+    loaded = load_spec(
+        write(tmp_path, MINIMAL.replace("agent:\n", "agent:\n  max_waiting_inputs: 9\n")),
+        {"GEMINI_API_KEY": "test-key"},
+    )
+    assert agent_config(loaded, model_spec(loaded.model)).max_waiting_inputs == 9

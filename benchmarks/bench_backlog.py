@@ -1,0 +1,139 @@
+"""Benchmark of checkpoints while a backlog waits: how soon outputs are committed.
+
+A standalone cluster (2 TaskManagers, one slot each) runs a job at parallelism 2 whose file
+source already holds the whole backlog (default 4,000 inputs over 400 keys), with a
+200 ms test-double model, `max_in_flight` 8 and a checkpoint every 2 s. For each mode it
+prints, side by side: when the first checkpoint completed, the end-to-end durations of
+the later ones (median and max), their largest checkpointed size, how long produced
+outputs waited to be committed (the longest lag seen), turns/s, and every checkpoint.
+
+Modes: `aligned` (Flink's default), `debloat` (aligned, with network buffer debloating),
+`unaligned` (what `streamagents run` and `submit` use by default).
+
+Run: `python benchmarks/bench_backlog.py` (about 6 minutes);
+`--inputs 20000` for the long backlog; `--modes unaligned` for one mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+
+from backlog_scenario import (
+    BacklogWatch,
+    CountingTestModel,
+    submit,
+    write_backlog_spec,
+)
+
+from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.jobs.cluster import StandaloneCluster
+
+DEBLOAT = {
+    "taskmanager.network.memory.buffer-debloat.enabled": "true",
+    "taskmanager.network.memory.buffer-debloat.target": "1 s",
+}
+
+
+def run_mode(mode: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Run the backlog job once in `mode`; its figures."""
+    cluster = StandaloneCluster(
+        workdir / "cluster", taskmanagers=2, conf=DEBLOAT if mode == "debloat" else {}
+    )
+    model = CountingTestModel(args.latency_ms / 1000)
+    with LoopbackStubServer(model) as stub:
+        cluster.start(timeout_s=180)
+        try:
+            spec = write_backlog_spec(
+                workdir / "job",
+                stub.url,
+                inputs=args.inputs,
+                keys=args.keys,
+                max_in_flight=args.max_in_flight,
+                interval_s=args.interval_s,
+                unaligned=mode == "unaligned",
+                extra_agent=args.agent,
+            )
+            watch = BacklogWatch(
+                cluster.rest_address,
+                submit(spec, cluster.rest_address),
+                workdir / "job" / "out" / "answers",
+                model,
+            )
+            watch.wait_until(lambda s: s.committed >= args.inputs, timeout_s=args.timeout_s)
+            watch.sample()
+        finally:
+            cluster.stop()
+    completed = watch.completed_checkpoints()
+    first_done = next((s.at_s for s in watch.samples if s.committed), None)
+    later = [c["end_to_end_duration"] / 1000 for c in completed[1:]]
+    wall = watch.samples[-1].at_s
+    return {
+        "mode": mode,
+        "checkpoints completed": len(completed),
+        "checkpoints failed": sum(1 for c in watch.checkpoints.values() if c["status"] == "FAILED"),
+        "first checkpoint done (s)": round(completed[0]["end_to_end_duration"] / 1000, 1)
+        if completed
+        else None,
+        "later checkpoints median (s)": round(statistics.median(later), 2) if later else None,
+        "later checkpoints max (s)": round(max(later), 2) if later else None,
+        "largest checkpoint (KiB)": round(max(c["checkpointed_size"] for c in completed) / 1024)
+        if completed
+        else None,
+        "first output committed at (s)": first_done,
+        "commit lag max (s)": watch.commit_lag_s(),
+        "turns/s": round(args.inputs / wall, 1),
+        "model calls": sum(model.calls.values()),
+        "history": [
+            (
+                c["id"],
+                c["status"],
+                round(c.get("end_to_end_duration", 0) / 1000, 2),
+                round(c.get("checkpointed_size", 0) / 1024),
+            )
+            for _, c in sorted(watch.checkpoints.items())
+        ],
+    }
+
+
+def main() -> None:
+    """Run each mode and print the figures side by side, then each checkpoint history."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--inputs", type=int, default=4000)
+    parser.add_argument("--keys", type=int, default=400)
+    parser.add_argument("--max-in-flight", type=int, default=8)
+    parser.add_argument("--latency-ms", type=int, default=200)
+    parser.add_argument("--interval-s", type=float, default=2.0)
+    parser.add_argument("--timeout-s", type=float, default=1800)
+    parser.add_argument("--modes", default="aligned,debloat,unaligned")
+    args = parser.parse_args()
+    args.agent = {}
+    results = []
+    for mode in args.modes.split(","):
+        with tempfile.TemporaryDirectory(prefix=f"bench-backlog-{mode}-") as tmp:
+            started = time.monotonic()
+            results.append(run_mode(mode, args, Path(tmp)))
+            print(f"{mode}: done in {time.monotonic() - started:.0f}s", flush=True)
+    print(
+        f"\n{args.inputs} inputs over {args.keys} keys, p=2 on 2 TaskManagers, "
+        f"max_in_flight {args.max_in_flight}, {args.latency_ms} ms model, "
+        f"checkpoint every {args.interval_s} s"
+    )
+    names = [name for name in results[0] if name not in ("mode", "history")]
+    print(f"{'':32}" + "".join(f"{r['mode']:>14}" for r in results))
+    for name in names:
+        print(f"{name:32}" + "".join(f"{r[name]!s:>14}" for r in results))
+    for result in results:
+        print(f"\n{result['mode']} checkpoints (id, status, end-to-end s, KiB):")
+        print("  " + ", ".join(str(entry) for entry in result["history"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""A job started on input that is already waiting, on a standalone cluster, watched over REST.
+
+Shared by the backlog benchmark (`benchmarks/bench_backlog.py`) and the reliability test
+that kills a TaskManager mid-backlog: a spec whose file source holds the whole backlog,
+a Gemini test-double responder with a fixed latency that counts calls per input id, and a
+`BacklogWatch` that samples, every half second, the committed outputs, the outputs the
+model has produced and the job's checkpoint history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doubles import text_reply
+
+from streamagents.connectors.files import read_jsonl
+from streamagents.connectors.loopback_stub import RecordedRequest, StubReply
+from streamagents.jobs.cluster import rest_call
+
+CLI = str(Path(sys.executable).parent / "streamagents")
+
+
+class CountingTestModel:
+    """Gemini test-double responder: answers `answered <id>` after `latency_s`, counting calls.
+
+    The input id is read from the last user text `input <id> ...`; `calls` counts calls per
+    id (a count above one is a call made again after a failure) and `first_answer` keeps
+    the moment each id was first answered."""
+
+    def __init__(self, latency_s: float) -> None:
+        self.latency_s = latency_s
+        self.calls: Counter[str] = Counter()
+        self.first_answer: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, request: RecordedRequest) -> StubReply:
+        body = request.json
+        contents = body.get("contents", []) if isinstance(body, dict) else []
+        texts = [
+            str(part.get("text", ""))
+            for content in contents
+            if content.get("role") == "user"
+            for part in content.get("parts", [])
+        ]
+        marked = [text for text in texts if text.startswith("input ")]
+        if not marked:
+            return StubReply({"error": {"code": 400, "message": "no input"}}, status=400)
+        input_id = marked[-1].split()[1]
+        time.sleep(self.latency_s)
+        with self._lock:
+            self.calls[input_id] += 1
+            self.first_answer.setdefault(input_id, time.monotonic())
+        return StubReply(text_reply(f"answered {input_id}"))
+
+    @property
+    def answered(self) -> int:
+        """How many distinct inputs the model has answered."""
+        with self._lock:
+            return len(self.first_answer)
+
+
+def input_id(n: int) -> str:
+    """The id of the `n`-th input of the backlog."""
+    return f"in-{n:06d}"
+
+
+def write_backlog_spec(
+    folder: Path,
+    stub_url: str,
+    *,
+    inputs: int,
+    keys: int,
+    max_in_flight: int,
+    interval_s: float,
+    parallelism: int = 2,
+    unaligned: bool = True,
+    extra_agent: dict[str, Any] | None = None,
+) -> Path:
+    """Write the backlog (one JSON line per input, keys round robin) and the job's spec."""
+    data = folder / "data"
+    data.mkdir(parents=True)
+    with (data / "inputs.jsonl").open("w") as out:
+        for n in range(inputs):
+            record = {"id": input_id(n), "customer": f"c{n % keys:05d}", "text": ""}
+            record["text"] = f"input {input_id(n)} where is my order?"
+            out.write(json.dumps(record) + "\n")
+    spec = {
+        "name": "backlog",
+        "source": {"files": {"path": "data"}},
+        "key": "customer",
+        "agent": {
+            "model": {
+                "provider": "gemini",
+                "model": "gemini-2.5-flash",
+                "options": {"api_key": "stub-key", "base_url": stub_url},
+            },
+            "system_prompt": "Answer the customer.",
+            "memory": {"max_messages": 4},
+            "budgets": {"run_timeout_s": 300},
+            "max_in_flight": max_in_flight,
+            **(extra_agent or {}),
+        },
+        "event_log": {"path": "out/events", "level": "standard"},
+        "sinks": {
+            "outputs": {"path": "out/answers"},
+            "dead_letters": {"path": "out/dead_letters"},
+        },
+        "parallelism": parallelism,
+        "checkpointing": {
+            "interval_s": interval_s,
+            "dir": "out/checkpoints",
+            "unaligned": unaligned,
+        },
+    }
+    path = folder / "backlog.yaml"  # JSON is YAML
+    path.write_text(json.dumps(spec, indent=2))
+    return path
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the `streamagents` command of this interpreter, without provider API keys."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(
+        [CLI, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def submit(spec: Path, address: str) -> str:
+    """Submit `spec` to the cluster at `address`; the job id."""
+    submitted = cli("submit", str(spec), "--jobmanager", address)
+    if submitted.returncode != 0:
+        raise RuntimeError(submitted.stdout[-2000:] + submitted.stderr[-3000:])
+    found = re.search(r"^([0-9a-f]{32})$", submitted.stdout, re.MULTILINE)
+    if not found:
+        raise RuntimeError(f"no job id in: {submitted.stdout[-2000:]}")
+    return found.group(1)
+
+
+@dataclass
+class Sample:
+    """The job at one moment: seconds since submission, outputs committed and produced."""
+
+    at_s: float
+    committed: int
+    produced: int
+
+
+@dataclass
+class BacklogWatch:
+    """Samples a job's committed and produced outputs and its checkpoints every half second."""
+
+    address: str
+    job_id: str
+    answers: Path
+    model: CountingTestModel
+    started: float = field(default_factory=time.monotonic)
+    samples: list[Sample] = field(default_factory=list)
+    checkpoints: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def state(self) -> str | None:
+        """The job's state, None while the REST API does not answer."""
+        try:
+            return str(rest_call(self.address, f"/jobs/{self.job_id}", timeout_s=10)["state"])
+        except (urllib.error.URLError, OSError, ValueError, KeyError):
+            return None
+
+    def sample(self) -> Sample:
+        """Record the outputs committed and produced now, and the checkpoint history."""
+        committed = len(read_jsonl(self.answers)) if self.answers.exists() else 0
+        now = Sample(round(time.monotonic() - self.started, 2), committed, self.model.answered)
+        self.samples.append(now)
+        try:
+            reply = rest_call(self.address, f"/jobs/{self.job_id}/checkpoints", timeout_s=10)
+        except (urllib.error.URLError, OSError, ValueError):
+            return now
+        for entry in reply.get("history", []):
+            self.checkpoints[int(entry["id"])] = entry
+        return now
+
+    def wait_until(self, done: Any, timeout_s: float) -> None:
+        """Sample every half second until `done(sample)` holds or the job ends."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            now = self.sample()
+            state = self.state()
+            if state in ("FAILED", "CANCELED"):
+                raise RuntimeError(f"job ended {state}")
+            if state == "FINISHED" or done(now):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not done in {timeout_s}s: {now}")
+            time.sleep(0.5)
+
+    def completed_checkpoints(self) -> list[dict[str, Any]]:
+        """The completed checkpoints, in id order, as the REST API gives them."""
+        return [
+            entry
+            for _, entry in sorted(self.checkpoints.items())
+            if entry.get("status") == "COMPLETED"
+        ]
+
+    def commit_lag_s(self) -> float:
+        """The longest time an output waited between being produced and being committed,
+        read from the samples: for each sample, how long ago the model had produced as many
+        outputs as are committed now."""
+        worst = 0.0
+        for sample in self.samples:
+            if sample.committed >= sample.produced:
+                continue
+            earliest = next(
+                (s.at_s for s in self.samples if s.produced > sample.committed), sample.at_s
+            )
+            worst = max(worst, sample.at_s - earliest)
+        return round(worst, 1)
