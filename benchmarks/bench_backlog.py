@@ -7,11 +7,12 @@ prints, side by side: when the first checkpoint completed, the end-to-end durati
 the later ones (median and max), their largest checkpointed size, how long produced
 outputs waited to be committed (the longest lag seen), turns/s, and every checkpoint.
 
-Modes: `aligned` (Flink's default), `debloat` (aligned, with network buffer debloating),
-`unaligned` (what `streamagents run` and `submit` use by default).
+Modes: `aligned` (Flink's default), `aligned+debloat` (with network buffer debloating),
+`unaligned`, and `unaligned+debloat` (what `streamagents run`, `submit` and
+`streamagents cluster start` set up by default).
 
 Run: `python benchmarks/bench_backlog.py` (about 6 minutes);
-`--inputs 20000` for the long backlog; `--modes unaligned` for one mode.
+`--inputs 20000 --modes unaligned+debloat` for the long backlog in the default mode.
 """
 
 from __future__ import annotations
@@ -34,19 +35,21 @@ from backlog_scenario import (
 )
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.jobs.cluster import StandaloneCluster
+from streamagents.jobs.cluster import BUFFER_DEBLOAT, StandaloneCluster
 
-DEBLOAT = {
-    "taskmanager.network.memory.buffer-debloat.enabled": "true",
-    "taskmanager.network.memory.buffer-debloat.target": "1 s",
+MODES = {
+    "aligned": (False, False),
+    "aligned+debloat": (False, True),
+    "unaligned": (True, False),
+    "unaligned+debloat": (True, True),
 }
+"""Each mode: (unaligned checkpoints, buffer debloating). The last is the default."""
 
 
 def run_mode(mode: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """Run the backlog job once in `mode`; its figures."""
-    cluster = StandaloneCluster(
-        workdir / "cluster", taskmanagers=2, conf=DEBLOAT if mode == "debloat" else {}
-    )
+    unaligned, debloat = MODES[mode]
+    cluster = StandaloneCluster(workdir / "cluster", taskmanagers=2, conf={BUFFER_DEBLOAT: debloat})
     model = CountingTestModel(args.latency_ms / 1000)
     with LoopbackStubServer(model) as stub:
         cluster.start(timeout_s=180)
@@ -58,7 +61,7 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: Path) -> dict[str, An
                 keys=args.keys,
                 max_in_flight=args.max_in_flight,
                 interval_s=args.interval_s,
-                unaligned=mode == "unaligned",
+                unaligned=unaligned,
                 extra_agent=args.agent,
             )
             watch = BacklogWatch(
@@ -112,7 +115,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=int, default=200)
     parser.add_argument("--interval-s", type=float, default=2.0)
     parser.add_argument("--timeout-s", type=float, default=1800)
-    parser.add_argument("--modes", default="aligned,debloat,unaligned")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
     args = parser.parse_args()
     args.agent = {}
     results = []
@@ -127,9 +130,9 @@ def main() -> None:
         f"checkpoint every {args.interval_s} s"
     )
     names = [name for name in results[0] if name not in ("mode", "history")]
-    print(f"{'':32}" + "".join(f"{r['mode']:>14}" for r in results))
+    print(f"{'':32}" + "".join(f"{r['mode']:>19}" for r in results))
     for name in names:
-        print(f"{name:32}" + "".join(f"{r[name]!s:>14}" for r in results))
+        print(f"{name:32}" + "".join(f"{r[name]!s:>19}" for r in results))
     for result in results:
         print(f"\n{result['mode']} checkpoints (id, status, end-to-end s, KiB):")
         print("  " + ", ".join(str(entry) for entry in result["history"]))

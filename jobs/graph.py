@@ -14,6 +14,7 @@ from pyflink.common import Configuration
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from streamagents.connectors.files import jsonl_sink, jsonl_source, kafka_source
+from streamagents.jobs.cluster import BUFFER_DEBLOAT
 from streamagents.jobs.spec import JobSpec, LoadedSpec
 from streamagents.operators.agent import AgentConfig, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment, sink_event_log
@@ -57,6 +58,15 @@ def flink_configuration(
     config.set_string(
         "execution.checkpointing.unaligned.enabled", str(checkpointing.unaligned).lower()
     )
+    # After a restore the buffered records stored with the last checkpoint are processed
+    # again first, at the pace of their model calls: let checkpoints complete meanwhile
+    # (Flink takes both options for that, and only with unaligned checkpoints).
+    for option in (
+        "execution.checkpointing.during-recovery.enabled",
+        "execution.checkpointing.unaligned.recover-output-on-downstream.enabled",
+    ):
+        config.set_string(option, str(checkpointing.unaligned).lower())
+    config.set_string(BUFFER_DEBLOAT, "true")  # for the local mini-cluster of `run`
     config.set_string("state.backend.type", checkpointing.backend)
     if checkpointing.dir is not None:
         config.set_string("execution.checkpointing.dir", _uri(checkpointing.dir))

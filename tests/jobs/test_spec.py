@@ -9,6 +9,7 @@ import pytest
 
 from streamagents.connectors.providers import PROVIDERS
 from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
+from streamagents.jobs.cluster import BUFFER_DEBLOAT
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.graph import agent_config, flink_configuration
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
@@ -237,6 +238,8 @@ def test_checkpoint_settings_reach_flink_unaligned_by_default(tmp_path: Path) ->
     env = {"GEMINI_API_KEY": "test-key"}
     default = flink_configuration(load_spec(write(tmp_path, MINIMAL), env).spec)
     assert default.get_string("execution.checkpointing.unaligned.enabled", "") == "true"
+    assert default.get_string("execution.checkpointing.during-recovery.enabled", "") == "true"
+    assert default.get_string(BUFFER_DEBLOAT, "") == "true"
     assert default.get_string("execution.checkpointing.timeout", "") == "600000 ms"
     tuned = MINIMAL + "checkpointing: {interval_s: 2, unaligned: false, timeout_s: 30}\n"
     config = flink_configuration(load_spec(write(tmp_path, tuned), env).spec)

@@ -19,10 +19,7 @@ import contextlib
 import json
 import os
 import random
-import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -31,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
+from backlog_scenario import submit
 from doubles import calls_reply, text_reply
 from e2e_tools import image_bytes
 
@@ -42,7 +39,6 @@ from streamagents.connectors.media import MediaStore
 from streamagents.jobs.cluster import StandaloneCluster, rest_call
 from streamagents.serde.messages import MediaRef
 
-CLI = str(Path(sys.executable).parent / "streamagents")
 INPUTS = 2_000
 KEYS = 250
 IMAGE_EVERY = 10  # every 10th input carries an image
@@ -148,33 +144,6 @@ def write_spec(folder: Path, stub_url: str) -> Path:
     return path
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    return subprocess.run(
-        [CLI, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-@pytest.fixture()
-def cluster(tmp_path: Path) -> Iterator[StandaloneCluster]:
-    """JobManager + 2 TaskManagers that restart a failed job; always stopped, even on failure."""
-    conf = {
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": 20,
-        "restart-strategy.fixed-delay.delay": "2 s",
-        # Notice a killed TaskManager in seconds, not after the default 50 s.
-        "heartbeat.interval": 2000,
-        "heartbeat.timeout": 20000,
-    }
-    handle = StandaloneCluster(tmp_path / "cluster", taskmanagers=2, conf=conf)
-    try:
-        yield handle.start(timeout_s=180)
-    finally:
-        handle.stop()
-    assert handle.pids() == [], "cluster processes outlived the test"
-
-
 def job_state(address: str, job_id: str) -> str | None:
     try:
         return str(rest_call(address, f"/jobs/{job_id}", timeout_s=10)["state"])
@@ -226,11 +195,7 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
     kills: list[dict[str, Any]] = []
     with LoopbackStubServer(model) as stub:
         spec = write_spec(job, stub.url)
-        submitted = cli("submit", str(spec), "--jobmanager", address)
-        assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
-        found = re.search(r"^([0-9a-f]{32})$", submitted.stdout, re.MULTILINE)
-        assert found, submitted.stdout
-        job_id = found.group(1)
+        job_id = submit(spec, address)
 
         deadline = time.monotonic() + JOB_TIMEOUT_S
         first_commit_s: float | None = None
