@@ -6,6 +6,8 @@ source already holds the whole backlog (default 4,000 inputs over 400 keys), wit
 prints, side by side: when the first checkpoint completed, the end-to-end durations of
 the later ones (median and max), their largest checkpointed size, how long produced
 outputs waited to be committed (the longest lag seen), turns/s, and every checkpoint.
+Then, in the default mode, inputs arriving at a steady rate below capacity (30/s): the
+time from arrival to answer and to the committed output.
 
 Modes: `aligned` (Flink's default), `aligned+debloat` (with network buffer debloating),
 `unaligned`, and `unaligned+debloat` (what `streamagents run`, `submit` and
@@ -30,13 +32,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 from backlog_scenario import (
     BacklogWatch,
     CountingTestModel,
+    add_inputs,
+    input_id,
     submit,
     write_backlog_spec,
 )
 
+from streamagents.connectors.files import read_jsonl
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.jobs.cluster import BUFFER_DEBLOAT, StandaloneCluster
+from streamagents.jobs.cluster import StandaloneCluster
+from streamagents.operators.flink import BUFFER_DEBLOAT
 
+STEADY_PERIOD_S = 2.0
 MODES = {
     "aligned": (False, False),
     "aligned+debloat": (False, True),
@@ -106,6 +113,71 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: Path) -> dict[str, An
     }
 
 
+def run_steady(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Feed inputs at a steady rate below capacity (the default mode); the time from an
+    input's file appearing to its answer (what a sink that is not transactional sees) and
+    to its output being committed by the file sink."""
+    model = CountingTestModel(args.latency_ms / 1000)
+    cluster = StandaloneCluster(workdir / "cluster", taskmanagers=2)
+    job = workdir / "job"
+    written: dict[str, float] = {}
+    committed_at: dict[str, float] = {}
+    batch = max(1, round(args.steady_rate * STEADY_PERIOD_S))
+    total = batch * args.steady_batches
+    with LoopbackStubServer(model) as stub:
+        cluster.start(timeout_s=180)
+        try:
+            spec = write_backlog_spec(
+                job,
+                stub.url,
+                inputs=0,
+                keys=args.keys,
+                max_in_flight=args.max_in_flight,
+                interval_s=args.interval_s,
+                watch_interval_s=0.5,
+            )
+            watch = BacklogWatch(
+                cluster.rest_address,
+                submit(spec, cluster.rest_address),
+                job / "out" / "answers",
+                model,
+            )
+            watch.wait_until(lambda s: watch.state() == "RUNNING", timeout_s=180)
+            next_batch, next_at = 0, time.monotonic()
+            while len(committed_at) < total:
+                now = time.monotonic()
+                if next_batch < args.steady_batches and now >= next_at:
+                    numbers = range(next_batch * batch, (next_batch + 1) * batch)
+                    add_inputs(job, f"batch-{next_batch:04d}", numbers, args.keys)
+                    written.update((input_id(n), now) for n in numbers)
+                    next_batch, next_at = next_batch + 1, next_at + STEADY_PERIOD_S
+                for record in read_jsonl(watch.answers) if watch.answers.exists() else []:
+                    committed_at.setdefault(record["id"], time.monotonic())
+                if now - watch.started > args.timeout_s:
+                    raise TimeoutError(f"{len(committed_at)} of {total} committed")
+                time.sleep(0.25)
+        finally:
+            cluster.stop()
+
+    def spread(seconds: list[float]) -> str:
+        ranked = sorted(seconds)
+        return (
+            f"{statistics.median(ranked):.2f} / {ranked[int(0.95 * (len(ranked) - 1))]:.2f}"
+            f" / {ranked[-1]:.2f}"
+        )
+
+    return {
+        "inputs": total,
+        "rate (inputs/s)": round(batch / STEADY_PERIOD_S, 1),
+        "arrival to answer, s (median / p95 / max)": spread(
+            [model.first_answer[i] - written[i] for i in written]
+        ),
+        "arrival to committed, s (median / p95 / max)": spread(
+            [committed_at[i] - written[i] for i in written]
+        ),
+    }
+
+
 def main() -> None:
     """Run each mode and print the figures side by side, then each checkpoint history."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -115,6 +187,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=int, default=200)
     parser.add_argument("--interval-s", type=float, default=2.0)
     parser.add_argument("--timeout-s", type=float, default=1800)
+    parser.add_argument("--steady-rate", type=float, default=30.0, help="inputs/s, 0: skip")
+    parser.add_argument("--steady-batches", type=int, default=20)
     parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
     args = parser.parse_args()
     args.agent = {}
@@ -136,6 +210,16 @@ def main() -> None:
     for result in results:
         print(f"\n{result['mode']} checkpoints (id, status, end-to-end s, KiB):")
         print("  " + ", ".join(str(entry) for entry in result["history"]))
+    if args.steady_rate > 0:
+        with tempfile.TemporaryDirectory(prefix="bench-backlog-steady-") as tmp:
+            steady = run_steady(args, Path(tmp))
+        print(
+            f"\nsteady load, default mode: inputs arrive in files every {STEADY_PERIOD_S} s"
+            " (file-sink outputs are committed on checkpoint; a sink that is not"
+            " transactional gets each answer at once)"
+        )
+        for name, value in steady.items():
+            print(f"  {name:46}{value}")
 
 
 if __name__ == "__main__":

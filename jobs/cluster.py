@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from streamagents.operators.flink import BUFFER_DEBLOAT
+
 __all__ = [
     "ClusterError",
     "StandaloneCluster",
@@ -100,12 +102,6 @@ def _set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
-BUFFER_DEBLOAT = "taskmanager.network.memory.buffer-debloat.enabled"
-"""Flink's buffer debloating: network buffers sized to about 1 s of throughput. With an
-agent's slow records, fixed buffers hold minutes of input, which unaligned checkpoints
-store and a restore must work off before its first checkpoint; debloated, about a second."""
-
-
 class StandaloneCluster:
     """One JobManager and `taskmanagers` TaskManagers on loopback, in a private directory."""
 
@@ -178,9 +174,7 @@ class StandaloneCluster:
             "rest.bind-address": "localhost",
             "rest.port": self.rest_port,
             "classloader.parent-first-patterns.additional": ["pemja."],
-            # Keep about a second of input in network buffers instead of a fixed amount: less
-            # for a checkpoint to store and for a restore to work off (see BUFFER_DEBLOAT).
-            BUFFER_DEBLOAT: True,
+            BUFFER_DEBLOAT: True,  # about a second of input in network buffers
             **self._extra_conf,
         }
         for key, value in settings.items():

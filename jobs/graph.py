@@ -14,10 +14,14 @@ from pyflink.common import Configuration
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from streamagents.connectors.files import jsonl_sink, jsonl_source, kafka_source
-from streamagents.jobs.cluster import BUFFER_DEBLOAT
 from streamagents.jobs.spec import JobSpec, LoadedSpec
 from streamagents.operators.agent import AgentConfig, ModelSpec
-from streamagents.operators.flink import agent_stream, configure_environment, sink_event_log
+from streamagents.operators.flink import (
+    BACKLOG_SETTINGS,
+    agent_stream,
+    configure_environment,
+    sink_event_log,
+)
 
 __all__ = [
     "DEAD_LETTERS_NAME",
@@ -45,7 +49,7 @@ def flink_configuration(
     spec: JobSpec, *, rest_port: int | None = None, restore_from: str | None = None
 ) -> Configuration:
     """The Flink configuration a spec asks for: checkpoints, state backend, parallelism."""
-    config = Configuration()
+    config = configure_environment(Configuration())
     checkpointing = spec.checkpointing
     config.set_string("pipeline.name", spec.name)
     config.set_string("parallelism.default", str(spec.parallelism))
@@ -55,18 +59,10 @@ def flink_configuration(
     config.set_string(
         "execution.checkpointing.timeout", f"{int(checkpointing.timeout_s * 1000)} ms"
     )
-    config.set_string(
-        "execution.checkpointing.unaligned.enabled", str(checkpointing.unaligned).lower()
-    )
-    # After a restore the buffered records stored with the last checkpoint are processed
-    # again first, at the pace of their model calls: let checkpoints complete meanwhile
-    # (Flink takes both options for that, and only with unaligned checkpoints).
-    for option in (
-        "execution.checkpointing.during-recovery.enabled",
-        "execution.checkpointing.unaligned.recover-output-on-downstream.enabled",
-    ):
-        config.set_string(option, str(checkpointing.unaligned).lower())
-    config.set_string(BUFFER_DEBLOAT, "true")  # for the local mini-cluster of `run`
+    if not checkpointing.unaligned:
+        for key in BACKLOG_SETTINGS:
+            if key.startswith("execution.checkpointing."):
+                config.set_string(key, "false")
     config.set_string("state.backend.type", checkpointing.backend)
     if checkpointing.dir is not None:
         config.set_string("execution.checkpointing.dir", _uri(checkpointing.dir))
@@ -76,7 +72,6 @@ def flink_configuration(
         config.set_string("rest.port", str(rest_port))
         config.set_string("rest.bind-port", str(rest_port))
         config.set_string("rest.bind-address", "localhost")
-    configure_environment(config)
     return config
 
 

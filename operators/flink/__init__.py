@@ -28,6 +28,8 @@ from streamagents.operators.flink.eventlog_sink import sink_event_log
 from streamagents.operators.flink.parse_records import KEYED_INPUT_TYPE, ParseRecords
 
 __all__ = [
+    "BACKLOG_SETTINGS",
+    "BUFFER_DEBLOAT",
     "ENGINE_SETTINGS",
     "AgentStreams",
     "RuntimeFactory",
@@ -45,6 +47,22 @@ ENGINE_SETTINGS = {
 loses timers at checkpoints), bundles far larger than the number of busy keys (PyFlink
 stops its timer loop early at a multiple of the bundle size) and a short bundle time."""
 
+BUFFER_DEBLOAT = "taskmanager.network.memory.buffer-debloat.enabled"
+"""Flink's buffer debloating, a TaskManager setting: network buffers sized to about 1 s of
+throughput. With an agent's slow records, fixed buffers hold minutes of input, which
+unaligned checkpoints store and a restore must work off before its first checkpoint."""
+
+BACKLOG_SETTINGS = {
+    "execution.checkpointing.unaligned.enabled": "true",
+    "execution.checkpointing.during-recovery.enabled": "true",
+    "execution.checkpointing.unaligned.recover-output-on-downstream.enabled": "true",
+    BUFFER_DEBLOAT: "true",
+}
+"""What keeps checkpoints at their interval while input waits: barriers overtake the
+buffered input, checkpoints go on while a restore works it off, and the buffers hold about
+a second of it (docs/agent-operator.md, "Checkpoints under backlog"). The two recovery
+options work only with unaligned checkpoints: turn all three off together."""
+
 E = TypeVar("E", Configuration, StreamExecutionEnvironment)
 
 
@@ -57,14 +75,16 @@ class AgentStreams(NamedTuple):
 
 
 def configure_environment(env_or_config: E) -> E:
-    """Apply the settings the agent engine requires to a Configuration or an environment."""
+    """Apply the settings the agent engine requires, and those that keep checkpoints going
+    under backlog, to a Configuration or an environment."""
+    settings = {**ENGINE_SETTINGS, **BACKLOG_SETTINGS}
     if isinstance(env_or_config, StreamExecutionEnvironment):
         config = Configuration()
-        for key, value in ENGINE_SETTINGS.items():
+        for key, value in settings.items():
             config.set_string(key, value)
         env_or_config.configure(config)
         return env_or_config
-    for key, value in ENGINE_SETTINGS.items():
+    for key, value in settings.items():
         env_or_config.set_string(key, value)
     return env_or_config
 

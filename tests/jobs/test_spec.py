@@ -9,12 +9,12 @@ import pytest
 
 from streamagents.connectors.providers import PROVIDERS
 from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
-from streamagents.jobs.cluster import BUFFER_DEBLOAT
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.graph import agent_config, flink_configuration
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import InputLimits
+from streamagents.operators.flink import BUFFER_DEBLOAT
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jobs" / "examples" / "support_tickets.yaml"
 
@@ -244,6 +244,7 @@ def test_checkpoint_settings_reach_flink_unaligned_by_default(tmp_path: Path) ->
     tuned = MINIMAL + "checkpointing: {interval_s: 2, unaligned: false, timeout_s: 30}\n"
     config = flink_configuration(load_spec(write(tmp_path, tuned), env).spec)
     assert config.get_string("execution.checkpointing.unaligned.enabled", "") == "false"
+    assert config.get_string("execution.checkpointing.during-recovery.enabled", "") == "false"
     assert config.get_string("execution.checkpointing.timeout", "") == "30000 ms"
     assert config.get_string("execution.checkpointing.interval", "") == "2000 ms"
 

@@ -85,19 +85,19 @@ def write_backlog_spec(
     interval_s: float,
     parallelism: int = 2,
     unaligned: bool = True,
+    watch_interval_s: float | None = None,
     extra_agent: dict[str, Any] | None = None,
 ) -> Path:
-    """Write the backlog (one JSON line per input, keys round robin) and the job's spec."""
-    data = folder / "data"
-    data.mkdir(parents=True)
-    with (data / "inputs.jsonl").open("w") as out:
-        for n in range(inputs):
-            record = {"id": input_id(n), "customer": f"c{n % keys:05d}", "text": ""}
-            record["text"] = f"input {input_id(n)} where is my order?"
-            out.write(json.dumps(record) + "\n")
+    """Write the backlog (one JSON line per input, keys round robin) and the job's spec;
+    with `watch_interval_s`, the source watches its folder for more (see `add_inputs`)."""
+    (folder / "data").mkdir(parents=True)
+    add_inputs(folder, "inputs", range(inputs), keys)
+    files: dict[str, Any] = {"path": "data"}
+    if watch_interval_s is not None:
+        files["watch_interval_s"] = watch_interval_s
     spec = {
         "name": "backlog",
-        "source": {"files": {"path": "data"}},
+        "source": {"files": files},
         "key": "customer",
         "agent": {
             "model": {
@@ -126,6 +126,17 @@ def write_backlog_spec(
     path = folder / "backlog.yaml"  # JSON is YAML
     path.write_text(json.dumps(spec, indent=2))
     return path
+
+
+def add_inputs(folder: Path, name: str, numbers: range, keys: int) -> None:
+    """Add the inputs `numbers` to the job's source folder as one file, atomically."""
+    hidden = folder / "data" / f".{name}.tmp"
+    with hidden.open("w") as out:
+        for n in numbers:
+            record = {"id": input_id(n), "customer": f"c{n % keys:05d}"}
+            record["text"] = f"input {input_id(n)} where is my order?"
+            out.write(json.dumps(record) + "\n")
+    hidden.rename(folder / "data" / f"{name}.jsonl")
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
