@@ -1,4 +1,4 @@
-"""`streamagents eventlog cat|stats`: print or summarise event log files."""
+"""`streamagents eventlog cat|stats|export-otlp`: print, summarise or trace event log files."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 from streamagents.connectors.eventlog import DamagedFile, read_events
 from streamagents.serde.avro import SCHEMA_VERSIONS
 
-__all__ = ["register", "summarize"]
+__all__ = ["DAMAGED_EXIT", "add_in_progress_flag", "register", "report_damaged", "summarize"]
 
 _PREVIEW = 80
 DAMAGED_EXIT = 3
@@ -25,7 +25,7 @@ read was printed (or counted), and each damaged file was named on stderr."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `eventlog` command with its `cat` and `stats` sub-commands."""
+    """Add the `eventlog` command with its `cat`, `stats` and `export-otlp` sub-commands."""
     parser = subparsers.add_parser("eventlog", help="Read Avro event log files.")
     commands = parser.add_subparsers(dest="eventlog_command", required=True, metavar="ACTION")
     cat = commands.add_parser("cat", help="Print events, one per line.")
@@ -38,16 +38,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Read under this schema version (default: newest).",
     )
     cat.add_argument("--json", action="store_true", help="Print each event as a JSON object.")
-    _add_in_progress_flag(cat)
+    add_in_progress_flag(cat)
     cat.set_defaults(handler=_cat)
     stats = commands.add_parser("stats", help="Counts, tokens, errors and latency percentiles.")
     stats.add_argument("path", help="An event log file or a directory of them.")
     stats.add_argument("--json", action="store_true", help="Print the summary as JSON.")
-    _add_in_progress_flag(stats)
+    add_in_progress_flag(stats)
     stats.set_defaults(handler=_stats)
+    from streamagents.jobs._otel_command import register_export  # it reads this module
+
+    register_export(commands)
 
 
-def _add_in_progress_flag(parser: argparse.ArgumentParser) -> None:
+def add_in_progress_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--include-in-progress",
         action="store_true",
@@ -101,7 +104,7 @@ def _line(record: dict[str, Any]) -> str:
     return "  ".join(fields) + (f"  {json.dumps(preview, ensure_ascii=False)}" if preview else "")
 
 
-def _report(damaged: list[DamagedFile]) -> int:
+def report_damaged(damaged: list[DamagedFile]) -> int:
     for report in damaged:
         print(f"streamagents eventlog: damaged file {report}", file=sys.stderr)
     if damaged:
@@ -132,7 +135,7 @@ def _cat(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    return _report(damaged)
+    return report_damaged(damaged)
 
 
 def _percentile(ordered: list[float], fraction: float) -> float:
@@ -203,7 +206,7 @@ def _stats(args: argparse.Namespace) -> int:
                 for d in damaged
             ]
         print(json.dumps(summary))
-        return _report(damaged)
+        return report_damaged(damaged)
     print(f"events       {summary['events']}")
     for name, count in summary["by_type"].items():
         print(f"  {name:<14} {count}")
@@ -222,4 +225,4 @@ def _stats(args: argparse.Namespace) -> int:
         print("latency ms   none recorded")
     if damaged:
         print(f"damaged      {len(damaged)} file(s), see above")
-    return _report(damaged)
+    return report_damaged(damaged)

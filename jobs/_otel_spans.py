@@ -1,0 +1,354 @@
+"""Spans of agent runs, built from event log events under the OpenTelemetry GenAI conventions.
+
+`spans_from_events` turns the events of each run into one `invoke_agent {agent}` span, a
+`chat {model}` span per model call and an `execute_tool {tool}` span per tool call, as plain
+`SpanRecord`s (no OpenTelemetry import needed here). Trace and span ids are derived from the
+run id and the event ids, so the same log always gives the same ids, and a step re-emitted
+after a restore (same event id) gives the same span. Message content is kept only when asked,
+with media as store URI references (events never hold media bytes); every string is passed
+through `redact_secrets`, and provider metadata (e.g. thought signatures) is never exported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from streamagents.serde.events import AgentEvent, EventType
+from streamagents.serde.messages import ChatMessage, TextPart
+from streamagents.serde.safe_text import redact_secrets
+
+__all__ = ["AttributeValue", "SpanRecord", "span_id_for", "spans_from_events", "trace_id_for"]
+
+AttributeValue = str | int | float | bool | tuple[str, ...]
+
+PROVIDER_NAMES = {"gemini": "gcp.gemini", "openai": "openai", "openai-responses": "openai"}
+"""`gen_ai.provider.name` of each configured provider (the conventions' well-known values)."""
+
+
+@dataclass(frozen=True)
+class SpanRecord:
+    """One finished span: its ids, name, kind, times (ns since the epoch) and attributes."""
+
+    trace_id: int
+    span_id: int
+    parent_span_id: int | None
+    name: str
+    kind: Literal["internal", "client"]
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, AttributeValue]
+    error: str | None = None
+    """The status description when the span failed; None for a span that did not."""
+    job_id: str = ""
+
+
+def _hashed_id(label: str, text: str, size: int) -> int:
+    digest = hashlib.sha256(f"{label}\n{text}".encode()).digest()
+    return int.from_bytes(digest[:size], "big") or 1  # zero is the invalid id
+
+
+def trace_id_for(run_id: str) -> int:
+    """The 128-bit trace id of a run: the same for every span of the run, restores included."""
+    return _hashed_id("trace", run_id, 16)
+
+
+def span_id_for(event_or_run_id: str) -> int:
+    """The 64-bit span id of a run (its run id) or of a step (the event id that opened it)."""
+    return _hashed_id("span", event_or_run_id, 8)
+
+
+def _ns(ms: float) -> int:
+    return int(ms * 1_000_000)
+
+
+def _clean(text: str) -> str:
+    return redact_secrets(text)
+
+
+def _part_json(part: Any) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "content": _clean(part.text)}
+    entry: dict[str, Any] = {"type": "uri", "modality": part.kind, "mime_type": part.mime_type}
+    if part.ref is not None:
+        entry["uri"] = part.ref.uri or f"sha256:{part.ref.sha256}"
+        entry["size_bytes"] = part.ref.size_bytes
+    elif part.url is not None:
+        entry["uri"] = _clean(part.url)
+    else:  # cannot happen for logged events (they refuse inline media); never send bytes
+        entry["uri"] = None
+    return entry
+
+
+def message_json(message: ChatMessage, finish_reason: str | None = None) -> dict[str, Any]:
+    """A message in the GenAI conventions' JSON form, media as URI references."""
+    parts: list[dict[str, Any]]
+    if message.role == "tool":
+        parts = [
+            {
+                "type": "tool_call_response",
+                "id": message.tool_call_id,
+                "response": _clean(message.content),
+            }
+        ]
+        parts += [_part_json(p) for p in message.parts if not isinstance(p, TextPart)]
+    elif message.parts:
+        parts = [_part_json(p) for p in message.parts]
+    else:
+        parts = [{"type": "text", "content": _clean(message.content)}] if message.content else []
+    parts += [
+        {
+            "type": "tool_call",
+            "id": call.id,
+            "name": call.name,
+            "arguments": json.loads(_clean(json.dumps(call.arguments))),
+        }
+        for call in message.tool_calls
+    ]
+    entry: dict[str, Any] = {"role": message.role, "parts": parts}
+    if finish_reason is not None:
+        entry["finish_reason"] = finish_reason
+    return entry
+
+
+def _messages_attr(messages: Sequence[ChatMessage], finish_reason: str | None = None) -> str:
+    return json.dumps([message_json(m, finish_reason) for m in messages], ensure_ascii=False)
+
+
+@dataclass
+class _Step:
+    """A model or tool call being assembled from its request and response events."""
+
+    span_id: int
+    start_ms: float
+    name: str
+    kind: Literal["internal", "client"]
+    attributes: dict[str, AttributeValue]
+    end_ms: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class _RunSpans:
+    """What is known of one run while its events are read in order."""
+
+    run_id: str
+    job_id: str
+    start_ms: float
+    end_ms: float
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    error: str | None = None
+    steps: dict[str, _Step] = field(default_factory=dict)
+    conversation: list[ChatMessage] = field(default_factory=list)
+    usage: list[int] = field(default_factory=lambda: [0, 0])
+
+
+def _chat_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
+    payload = event.payload
+    provider = payload.attributes.get("provider")
+    attributes: dict[str, AttributeValue] = {"gen_ai.operation.name": "chat"}
+    if provider:
+        attributes["gen_ai.provider.name"] = PROVIDER_NAMES.get(provider, provider)
+        run.attributes.setdefault("gen_ai.provider.name", attributes["gen_ai.provider.name"])
+    if payload.model:
+        attributes["gen_ai.request.model"] = payload.model
+    if capture:
+        attributes["gen_ai.input.messages"] = _messages_attr(run.conversation)
+    name = f"chat {payload.model}" if payload.model else "chat"
+    run.steps[event.event_id] = _Step(
+        span_id_for(event.event_id), event.timestamp_ms, name, "client", attributes
+    )
+
+
+def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
+    payload = event.payload
+    latency = payload.latency_ms or 0.0
+    step = run.steps.get(event.upstream_event_id or "")
+    if step is None:  # no request logged (an older log): the response alone makes the span
+        step = _Step(
+            span_id_for(event.event_id),
+            event.timestamp_ms - latency,
+            f"chat {payload.model}" if payload.model else "chat",
+            "client",
+            {"gen_ai.operation.name": "chat"},
+        )
+        run.steps[event.event_id] = step
+    step.end_ms = max(float(event.timestamp_ms), step.start_ms + latency)
+    attributes = step.attributes
+    if payload.model:
+        attributes["gen_ai.response.model"] = payload.model
+        attributes.setdefault("gen_ai.request.model", payload.model)
+    if payload.finish_reason:
+        attributes["gen_ai.response.finish_reasons"] = (payload.finish_reason,)
+    if payload.usage is not None:
+        attributes["gen_ai.usage.input_tokens"] = payload.usage.input_tokens
+        attributes["gen_ai.usage.output_tokens"] = payload.usage.output_tokens
+        run.usage[0] += payload.usage.input_tokens
+        run.usage[1] += payload.usage.output_tokens
+    if payload.attempts is not None:
+        attributes["streamagents.attempts"] = payload.attempts
+    response_id = payload.attributes.get("response_id") or payload.attributes.get("interaction_id")
+    if response_id:
+        attributes["gen_ai.response.id"] = response_id
+    if payload.error_class:
+        attributes["error.type"] = payload.error_class
+        step.error = _clean(payload.error_message or payload.error_class)
+    if capture and payload.messages:
+        attributes["gen_ai.output.messages"] = _messages_attr(
+            payload.messages, payload.finish_reason
+        )
+    run.conversation.extend(payload.messages)
+
+
+def _tool_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
+    for call in event.payload.tool_calls:
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+        }
+        if capture:
+            attributes["gen_ai.tool.call.arguments"] = _clean(
+                json.dumps(call.arguments, ensure_ascii=False)
+            )
+        single = len(event.payload.tool_calls) == 1
+        key = event.event_id if single else f"{event.event_id}#{call.id}"
+        name = f"execute_tool {call.name}"
+        run.steps[key] = _Step(span_id_for(key), event.timestamp_ms, name, "internal", attributes)
+
+
+def _tool_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
+    payload = event.payload
+    latency = payload.latency_ms or 0.0
+    for result in payload.tool_results:
+        step = run.steps.get(event.upstream_event_id or "")
+        if step is None or step.end_ms is not None:
+            key = f"{event.upstream_event_id}#{result.tool_call_id}"
+            step = run.steps.get(key)
+        if step is None:
+            key = f"{event.event_id}#{result.tool_call_id}"
+            step = _Step(
+                span_id_for(key),
+                event.timestamp_ms - latency,
+                f"execute_tool {result.name}",
+                "internal",
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": result.name or "",
+                    "gen_ai.tool.call.id": result.tool_call_id or "",
+                },
+            )
+            run.steps[key] = step
+        step.end_ms = max(float(event.timestamp_ms), step.start_ms + latency)
+        if result.is_error:
+            step.attributes["error.type"] = "ToolError"
+            step.error = "the tool reported an error"
+        step.attributes["streamagents.tool.is_error"] = result.is_error
+        if capture:
+            step.attributes["gen_ai.tool.call.result"] = _clean(result.content)
+        run.conversation.append(result)
+
+
+def _run_event(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
+    payload = event.payload
+    kind = event.event_type
+    if "input_id" in payload.attributes:
+        run.attributes["streamagents.input_id"] = payload.attributes["input_id"]
+    if kind == EventType.INPUT:
+        run.conversation.extend(payload.messages)
+        if capture:
+            run.attributes["gen_ai.input.messages"] = _messages_attr(payload.messages)
+    elif kind in (EventType.ERROR, EventType.BUDGET_EXCEEDED):
+        run.attributes["error.type"] = payload.error_class or kind.value
+        run.error = _clean(payload.error_message or payload.error_class or kind.value)
+        if "budget" in payload.attributes:
+            run.attributes["streamagents.budget"] = payload.attributes["budget"]
+    elif kind == EventType.OUTPUT:
+        run.attributes["streamagents.status"] = payload.attributes.get("status", "")
+        if capture and payload.messages:
+            run.attributes["gen_ai.output.messages"] = _messages_attr(payload.messages)
+
+
+_HANDLERS = {
+    EventType.CHAT_REQUEST: _chat_request,
+    EventType.CHAT_RESPONSE: _chat_response,
+    EventType.TOOL_REQUEST: _tool_request,
+    EventType.TOOL_RESPONSE: _tool_response,
+}
+
+
+def _run_spans(run: _RunSpans) -> list[SpanRecord]:
+    trace_id = trace_id_for(run.run_id)
+    root_id = span_id_for(run.run_id)
+    spans = []
+    for step in run.steps.values():
+        end = step.end_ms if step.end_ms is not None else step.start_ms
+        if step.end_ms is None:
+            step.attributes["streamagents.incomplete"] = True
+        run.end_ms = max(run.end_ms, end)
+        spans.append(
+            SpanRecord(
+                trace_id,
+                step.span_id,
+                root_id,
+                step.name,
+                step.kind,
+                _ns(step.start_ms),
+                _ns(end),
+                {k: _clean(v) if isinstance(v, str) else v for k, v in step.attributes.items()},
+                step.error,
+                run.job_id,
+            )
+        )
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": run.job_id,
+        "streamagents.run_id": run.run_id,
+        **run.attributes,
+        "gen_ai.usage.input_tokens": run.usage[0],
+        "gen_ai.usage.output_tokens": run.usage[1],
+    }
+    root = SpanRecord(
+        trace_id,
+        root_id,
+        None,
+        f"invoke_agent {run.job_id}",
+        "internal",
+        _ns(run.start_ms),
+        _ns(run.end_ms),
+        {k: _clean(v) if isinstance(v, str) else v for k, v in attributes.items()},
+        run.error,
+        run.job_id,
+    )
+    return [root, *spans]
+
+
+def spans_from_events(
+    events: Iterable[AgentEvent], capture_content: bool = False
+) -> list[SpanRecord]:
+    """The spans of every run in `events` (any order; events re-emitted by a restore count once).
+
+    Events without a run id (none are written today) are skipped. Each run's root span comes
+    first, then its steps in the order they started."""
+    by_run: dict[str, dict[str, AgentEvent]] = defaultdict(dict)
+    for event in events:
+        if event.run_id is not None:
+            by_run[event.run_id].setdefault(event.event_id, event)
+    spans: list[SpanRecord] = []
+    for run_id, unique in by_run.items():
+        ordered = sorted(unique.values(), key=lambda e: (e.sequence, e.timestamp_ms))
+        times = [float(e.timestamp_ms) for e in ordered]
+        run = _RunSpans(run_id, ordered[0].job_id, min(times), max(times))
+        if ordered[0].key is not None:
+            run.attributes["gen_ai.conversation.id"] = ordered[0].key
+            run.attributes["streamagents.key"] = ordered[0].key
+        for event in ordered:
+            handler = _HANDLERS.get(event.event_type, _run_event)
+            handler(run, event, capture_content)
+        spans.extend(_run_spans(run))
+    return spans

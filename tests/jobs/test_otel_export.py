@@ -1,0 +1,272 @@
+"""`streamagents eventlog export-otlp`: GenAI-convention spans from an event log.
+
+The OTLP/HTTP export goes through the real OpenTelemetry exporter to the loopback stub,
+which records the protobuf bodies; they are decoded with opentelemetry-proto.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+from sample_runs import HOSTILE, SECRET, SampleLog, write_sample_log
+
+from streamagents.connectors.eventlog import read_events
+from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
+from streamagents.jobs._otel_spans import span_id_for, spans_from_events, trace_id_for
+from streamagents.jobs.cli import main
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleLog:
+    return write_sample_log(tmp_path_factory.mktemp("sample"))
+
+
+def _value(any_value: Any) -> Any:
+    kind = any_value.WhichOneof("value")
+    if kind == "array_value":
+        return tuple(_value(v) for v in any_value.array_value.values)
+    return getattr(any_value, kind)
+
+
+def _attrs(span: Span) -> dict[str, Any]:
+    return {a.key: _value(a.value) for a in span.attributes}
+
+
+def _received(stub: LoopbackStubServer) -> list[Span]:
+    spans = []
+    for request in stub.requests:
+        assert request.path == "/v1/traces"
+        assert {k.lower(): v for k, v in request.headers.items()}[
+            "content-type"
+        ] == "application/x-protobuf"
+        message = ExportTraceServiceRequest.FromString(request.body)
+        for resource in message.resource_spans:
+            resource_attrs = {a.key: _value(a.value) for a in resource.resource.attributes}
+            assert resource_attrs["service.name"] == "streamagents"
+            assert resource_attrs["streamagents.job_id"] == "sample-job"
+            for scope in resource.scope_spans:
+                spans.extend(scope.spans)
+    return spans
+
+
+def _export(sample: SampleLog, *extra: str) -> list[Span]:
+    with LoopbackStubServer(lambda _request: StubReply(b"", headers={})) as stub:
+        assert (
+            main(["eventlog", "export-otlp", str(sample.log_dir), "--endpoint", stub.url, *extra])
+            == 0
+        )
+        return _received(stub)
+
+
+def test_spans_follow_the_genai_conventions_with_parent_links(sample: SampleLog) -> None:
+    spans = _export(sample)
+    by_name: dict[str, list[Span]] = {}
+    for span in spans:
+        by_name.setdefault(span.name, []).append(span)
+    assert sorted(by_name) == [
+        "chat gemini-2.5-flash",
+        "execute_tool camera",
+        "execute_tool lookup",
+        "invoke_agent sample-job",
+    ]
+    roots = {_attrs(s)["streamagents.key"]: s for s in by_name["invoke_agent sample-job"]}
+    assert set(roots) == {"alice", "bob"}
+    alice, bob = roots["alice"], roots["bob"]
+    assert alice.trace_id == trace_id_for("run-alice").to_bytes(16, "big")
+    assert alice.span_id == span_id_for("run-alice").to_bytes(8, "big")
+    assert alice.parent_span_id == b""
+    for span in spans:
+        if span is not alice and span is not bob:
+            root = alice if span.trace_id == alice.trace_id else bob
+            assert span.parent_span_id == root.span_id
+            assert root.start_time_unix_nano <= span.start_time_unix_nano
+            assert span.end_time_unix_nano <= root.end_time_unix_nano
+    alice_attrs = _attrs(alice)
+    expected = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "sample-job",
+        "gen_ai.provider.name": "gcp.gemini",
+        "gen_ai.conversation.id": "alice",
+        "streamagents.run_id": "run-alice",
+        "streamagents.input_id": "in-1",
+        "streamagents.status": "ok",
+        "gen_ai.usage.input_tokens": 420,
+        "gen_ai.usage.output_tokens": 35,
+    }
+    assert {k: alice_attrs.get(k) for k in expected} == expected
+    assert alice.status.code == Status.STATUS_CODE_UNSET
+    assert alice.kind == Span.SPAN_KIND_INTERNAL
+    bob_attrs = _attrs(bob)
+    assert bob_attrs["error.type"] == "BudgetExceeded"
+    assert bob_attrs["streamagents.budget"] == "max_tool_calls"
+    assert bob.status.code == Status.STATUS_CODE_ERROR
+
+    chats = sorted(
+        (s for s in by_name["chat gemini-2.5-flash"] if s.trace_id == alice.trace_id),
+        key=lambda s: s.start_time_unix_nano,
+    )
+    assert len(chats) == 2
+    first = _attrs(chats[0])
+    assert first == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "gcp.gemini",
+        "gen_ai.request.model": "gemini-2.5-flash",
+        "gen_ai.response.model": "gemini-2.5-flash-001",
+        "gen_ai.response.finish_reasons": ("tool_calls",),
+        "gen_ai.usage.input_tokens": 120,
+        "gen_ai.usage.output_tokens": 15,
+    }
+    assert chats[0].kind == Span.SPAN_KIND_CLIENT
+    assert chats[0].end_time_unix_nano - chats[0].start_time_unix_nano >= 395_000_000
+    assert chats[0].span_id == span_id_for("run-alice.0002").to_bytes(8, "big")
+
+    (camera,) = by_name["execute_tool camera"]
+    assert _attrs(camera) == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "camera",
+        "gen_ai.tool.call.id": "call-1",
+        "gen_ai.tool.type": "function",
+        "streamagents.tool.is_error": False,
+    }
+    (lookup,) = by_name["execute_tool lookup"]
+    assert _attrs(lookup)["error.type"] == "ToolError"
+    assert _attrs(lookup)["streamagents.tool.is_error"] is True
+    assert lookup.status.code == Status.STATUS_CODE_ERROR
+
+
+def test_same_log_gives_the_same_ids_and_a_replayed_step_counts_once(sample: SampleLog) -> None:
+    events = list(read_events(sample.log_dir, typed=True))
+    once = spans_from_events(events)
+    replayed = spans_from_events([*events, *events[3:7]])  # a restore re-emits some steps
+    assert [(s.trace_id, s.span_id, s.parent_span_id, s.name) for s in once] == [
+        (s.trace_id, s.span_id, s.parent_span_id, s.name) for s in replayed
+    ]
+    assert len({s.span_id for s in once}) == len(once)
+    assert len({s.trace_id for s in once}) == 2
+
+
+def test_content_only_when_asked_media_as_uris_never_bytes_or_secrets(sample: SampleLog) -> None:
+    plain = _export(sample)
+    assert not any(
+        key.startswith(
+            ("gen_ai.input", "gen_ai.output", "gen_ai.tool.call.arg", "gen_ai.tool.call.res")
+        )
+        for span in plain
+        for key in _attrs(span)
+    )
+    captured = _export(sample, "--capture-content")
+    raw = b"".join(span.SerializeToString() for span in captured)
+    stored = [f.read_bytes() for f in sample.media_root.rglob("*") if f.is_file()]
+    assert len(stored) == 2
+    for data in stored:
+        assert data not in raw
+        assert base64.b64encode(data) not in raw
+    assert SECRET.encode() not in raw
+    chat = next(
+        s
+        for s in captured
+        if s.name.startswith("chat") and _attrs(s)["gen_ai.usage.input_tokens"] == 300
+    )
+    inputs = json.loads(_attrs(chat)["gen_ai.input.messages"])
+    assert [m["role"] for m in inputs] == ["user", "assistant", "tool"]
+    image = inputs[0]["parts"][1]
+    assert image == {
+        "type": "uri",
+        "modality": "image",
+        "mime_type": "image/png",
+        "uri": sample.user_image.uri,
+        "size_bytes": sample.user_image.size_bytes,
+    }
+    assert inputs[1]["parts"] == [
+        {"type": "tool_call", "id": "call-1", "name": "camera", "arguments": {"name": "north"}}
+    ]
+    assert inputs[2]["parts"][0] == {
+        "type": "tool_call_response",
+        "id": "call-1",
+        "response": "picture from north",
+    }
+    assert inputs[2]["parts"][1]["uri"] == sample.tool_image.uri
+    outputs = json.loads(_attrs(chat)["gen_ai.output.messages"])
+    assert outputs[0]["finish_reason"] == "STOP"
+    lookup = next(s for s in captured if s.name == "execute_tool lookup")
+    assert json.loads(_attrs(lookup)["gen_ai.tool.call.arguments"]) == {"q": HOSTILE}
+    assert _attrs(lookup)["gen_ai.tool.call.result"] == f"failed: {HOSTILE}"
+
+
+def test_json_file_holds_the_same_spans_in_otlp_json(
+    sample: SampleLog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "spans.json"
+    assert main(["eventlog", "export-otlp", str(sample.log_dir), "--json", str(out)]) == 0
+    assert "wrote 7 spans of 2 runs" in capsys.readouterr().out
+    document = json.loads(out.read_text())
+    spans = [
+        span
+        for resource in document["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    assert len(spans) == 7
+    root = next(
+        s
+        for s in spans
+        if s["name"] == "invoke_agent sample-job"
+        and "parentSpanId" not in s
+        and any(a["value"].get("stringValue") == "alice" for a in s["attributes"])
+    )
+    assert root["traceId"] == f"{trace_id_for('run-alice'):032x}"
+    assert root["spanId"] == f"{span_id_for('run-alice'):016x}"
+    children = [s for s in spans if s.get("parentSpanId") == root["spanId"]]
+    assert len(children) == 3
+
+
+def test_a_collector_that_refuses_fails_the_command_and_says_so(
+    sample: SampleLog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with LoopbackStubServer(lambda _request: StubReply(b"no", status=400)) as stub:
+        code = main(["eventlog", "export-otlp", str(sample.log_dir), "--endpoint", stub.url])
+        assert len(stub.requests) == 1
+    assert code == 2
+    assert "did not accept the spans" in capsys.readouterr().err
+
+
+def test_bad_arguments_are_named(sample: SampleLog, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eventlog", "export-otlp", str(sample.log_dir)]) == 2
+    assert "--json FILE and/or --endpoint URL" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "eventlog",
+                "export-otlp",
+                str(sample.log_dir),
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "--header",
+                "novalue",
+            ]
+        )
+        == 2
+    )
+    assert "NAME=VALUE" in capsys.readouterr().err
+    assert main(["eventlog", "export-otlp", "/nonexistent/log", "--json", "x.json"]) == 2
+
+
+def test_without_the_extra_the_command_says_what_to_install(
+    sample: SampleLog,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A None entry makes `import` fail as it does when the package is not installed.
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)
+    out = tmp_path / "spans.json"
+    assert main(["eventlog", "export-otlp", str(sample.log_dir), "--json", str(out)]) == 2
+    assert "pip install 'streamagents[otel]'" in capsys.readouterr().err
+    assert not out.exists()
