@@ -1,4 +1,4 @@
-"""`streamagents eventlog cat|stats|export-otlp`: print, summarise or trace event log files."""
+"""`streamagents eventlog cat|stats|export-otlp|view`: print, summarise, trace or view logs."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ read was printed (or counted), and each damaged file was named on stderr."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `eventlog` command with its `cat`, `stats` and `export-otlp` sub-commands."""
+    """Add the `eventlog` command with its `cat`, `stats`, `export-otlp` and `view` sub-commands."""
     parser = subparsers.add_parser("eventlog", help="Read Avro event log files.")
     commands = parser.add_subparsers(dest="eventlog_command", required=True, metavar="ACTION")
     cat = commands.add_parser("cat", help="Print events, one per line.")
@@ -45,9 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stats.add_argument("--json", action="store_true", help="Print the summary as JSON.")
     add_in_progress_flag(stats)
     stats.set_defaults(handler=_stats)
-    from streamagents.jobs._otel_command import register_export  # it reads this module
+    from streamagents.jobs._otel_command import register_export  # they read this module
+    from streamagents.jobs._view_command import register_view
 
     register_export(commands)
+    register_view(commands)
 
 
 def add_in_progress_flag(parser: argparse.ArgumentParser) -> None:

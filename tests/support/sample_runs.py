@@ -8,13 +8,12 @@ browser can show them.
 
 from __future__ import annotations
 
-import struct
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from streamagents.connectors.eventlog import EventLogWriter
 from streamagents.connectors.media import MediaStore
+from streamagents.jobs.examples.sample_data import png
 from streamagents.serde.chat import TokenUsage
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart, ToolCall
@@ -22,23 +21,6 @@ from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPa
 SECRET = "sk-live0123456789abcdefghijklmnop"
 HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
 T0 = 1_790_000_000_000
-
-
-def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
-    """A valid PNG of one colour (8-bit RGB, no filter), small enough to embed."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    row = b"\x00" + bytes(rgb) * width
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(row * height))
-        + chunk(b"IEND", b"")
-    )
 
 
 @dataclass(frozen=True)
@@ -109,8 +91,8 @@ def _tool(run: _Run, upstream: str, call: ToolCall, result: ChatMessage) -> str:
 def write_sample_log(folder: Path) -> SampleLog:
     """Write the two runs' event log under `folder/log` and their images under `folder/media`."""
     store = MediaStore(str(folder / "media"))
-    user_image = store.put(png(64, 48, (200, 40, 40)), "image/png")
-    tool_image = store.put(png(32, 32, (40, 40, 200)), "image/png")
+    user_image = store.put(png(64, 48, (200, 40, 40), []), "image/png")
+    tool_image = store.put(png(32, 32, (40, 40, 200), []), "image/png")
 
     alice = _Run("alice", T0)
     question = ChatMessage(
