@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from streamagents.jobs._log_runs import runs_in_order
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, TextPart
 from streamagents.serde.safe_text import redact_secrets
@@ -290,6 +290,7 @@ def _run_spans(run: _RunSpans) -> list[SpanRecord]:
         end = step.end_ms if step.end_ms is not None else step.start_ms
         if step.end_ms is None:
             step.attributes["streamagents.incomplete"] = True
+        run.start_ms = min(run.start_ms, step.start_ms)  # a response logged without its request
         run.end_ms = max(run.end_ms, end)
         spans.append(
             SpanRecord(
@@ -333,15 +334,10 @@ def spans_from_events(
 ) -> list[SpanRecord]:
     """The spans of every run in `events` (any order; events re-emitted by a restore count once).
 
-    Events without a run id (none are written today) are skipped. Each run's root span comes
-    first, then its steps in the order they started."""
-    by_run: dict[str, dict[str, AgentEvent]] = defaultdict(dict)
-    for event in events:
-        if event.run_id is not None:
-            by_run[event.run_id].setdefault(event.event_id, event)
+    Events without a run id (none are written today) are skipped. Runs come in the order they
+    started, each root span first, then its steps in the order they were logged."""
     spans: list[SpanRecord] = []
-    for run_id, unique in by_run.items():
-        ordered = sorted(unique.values(), key=lambda e: (e.sequence, e.timestamp_ms))
+    for run_id, ordered in runs_in_order(events):
         times = [float(e.timestamp_ms) for e in ordered]
         run = _RunSpans(run_id, ordered[0].job_id, min(times), max(times))
         if ordered[0].key is not None:

@@ -17,15 +17,15 @@ import html
 import json
 import os
 import re
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from streamagents.connectors.media import MediaStore
+from streamagents.jobs._log_runs import runs_in_order
 from streamagents.serde.events import AgentEvent, EventType
-from streamagents.serde.messages import ChatMessage, MediaPart, MediaRef, TextPart
+from streamagents.serde.messages import ChatMessage, MediaPart, MediaRef, TextPart, ToolCall
 
 __all__ = ["EMBED_LIMIT_BYTES", "MediaSource", "render_runs"]
 
@@ -137,6 +137,14 @@ def _media_html(part: MediaPart, media: MediaSource) -> str:
     return f'<a class="media" href="{_e(url)}" download>{_e(label)}</a>'
 
 
+def _tool_call_html(call: ToolCall, lead: str = "") -> str:
+    arguments = json.dumps(call.arguments, ensure_ascii=False, indent=1)
+    return (
+        f'<div class="tool-call">{lead}<b>{_e(call.name)}</b> ({_e(call.id)})'
+        f"<pre>{_e(arguments)}</pre></div>"
+    )
+
+
 def _message_html(message: ChatMessage, media: MediaSource) -> str:
     pieces = [f'<div class="message" data-role="{_e(message.role)}">']
     head = message.role + (f" · {message.name}" if message.name else "")
@@ -151,12 +159,7 @@ def _message_html(message: ChatMessage, media: MediaSource) -> str:
                 pieces.append(_media_html(part, media))
     elif message.content:
         pieces.append(f'<div class="text">{_e(message.content)}</div>')
-    for call in message.tool_calls:
-        arguments = json.dumps(call.arguments, ensure_ascii=False, indent=1)
-        pieces.append(
-            f'<div class="tool-call">calls <b>{_e(call.name)}</b> ({_e(call.id)})'
-            f"<pre>{_e(arguments)}</pre></div>"
-        )
+    pieces += [_tool_call_html(call, "calls ") for call in message.tool_calls]
     pieces.append("</div>")
     return "".join(pieces)
 
@@ -172,6 +175,8 @@ def _step_html(event: AgentEvent, start_ms: int, media: MediaSource) -> str:
         facts.append(f"{payload.latency_ms:.0f} ms")
     if payload.finish_reason:
         facts.append(f"finish {payload.finish_reason}")
+    if payload.cost_usd is not None:
+        facts.append(f"${payload.cost_usd:.4f}")
     facts += [f"{k}={v}" for k, v in sorted(payload.attributes.items()) if k != "input_id"]
     classes = f"step step-{event.event_type.value}"
     if any(result.is_error for result in payload.tool_results):
@@ -187,13 +192,8 @@ def _step_html(event: AgentEvent, start_ms: int, media: MediaSource) -> str:
             f"{_e(payload.error_message or '')}</div>"
         )
     pieces += [_message_html(m, media) for m in payload.messages + payload.tool_results]
-    for call in payload.tool_calls:
-        if event.event_type == EventType.TOOL_REQUEST:
-            arguments = json.dumps(call.arguments, ensure_ascii=False, indent=1)
-            pieces.append(
-                f'<div class="tool-call"><b>{_e(call.name)}</b> ({_e(call.id)})'
-                f"<pre>{_e(arguments)}</pre></div>"
-            )
+    if event.event_type == EventType.TOOL_REQUEST:
+        pieces += [_tool_call_html(call) for call in payload.tool_calls]
     pieces.append("</li>")
     return "".join(pieces)
 
@@ -213,6 +213,10 @@ class _Run:
     def count(self, kind: EventType) -> int:
         return sum(1 for e in self.events if e.event_type == kind)
 
+    def cost(self) -> str:
+        costs = [e.payload.cost_usd for e in self.events if e.payload.cost_usd is not None]
+        return f" · ${sum(costs):.4f}" if costs else ""
+
     def tokens(self) -> tuple[int, int]:
         usages = [e.payload.usage for e in self.events if e.payload.usage is not None]
         return sum(u.input_tokens for u in usages), sum(u.output_tokens for u in usages)
@@ -223,15 +227,7 @@ def _anchor(run_id: str) -> str:
 
 
 def _runs(events: Iterable[AgentEvent]) -> list[_Run]:
-    by_run: dict[str, dict[str, AgentEvent]] = defaultdict(dict)
-    for event in events:
-        if event.run_id is not None:
-            by_run[event.run_id].setdefault(event.event_id, event)  # a replayed step once
-    runs = [
-        _Run(run_id, sorted(unique.values(), key=lambda e: (e.sequence, e.timestamp_ms)))
-        for run_id, unique in by_run.items()
-    ]
-    return sorted(runs, key=lambda r: (r.events[0].timestamp_ms, r.run_id))
+    return [_Run(run_id, ordered) for run_id, ordered in runs_in_order(events)]
 
 
 def render_runs(events: Iterable[AgentEvent], media: MediaSource) -> tuple[str, int]:
@@ -272,7 +268,7 @@ def render_runs(events: Iterable[AgentEvent], media: MediaSource) -> tuple[str, 
             f"<h2>Run {_e(run.run_id)}</h2>"
             f'<p class="summary">key {facts[0]} · input {facts[1]} · job {_e(first.job_id)} · '
             f"status {facts[2]} · {facts[4]} · {facts[5]} model calls · {facts[6]} tool "
-            f"calls · tokens {facts[7]}</p>"
+            f"calls · tokens {facts[7]}{_e(run.cost())}</p>"
             f'<ol class="timeline">{steps}</ol></section>'
         )
     header = (

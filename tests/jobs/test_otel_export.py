@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from sample_runs import HOSTILE, SECRET, SampleLog, write_sample_log
@@ -21,6 +23,8 @@ from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.jobs._otel_spans import span_id_for, spans_from_events, trace_id_for
 from streamagents.jobs.cli import main
+from streamagents.serde.events import AgentEvent, new_event
+from streamagents.serde.messages import ChatMessage, ToolCall
 
 
 @pytest.fixture(scope="module")
@@ -270,3 +274,59 @@ def test_without_the_extra_the_command_says_what_to_install(
     assert main(["eventlog", "export-otlp", str(sample.log_dir), "--json", str(out)]) == 2
     assert "pip install 'streamagents[otel]'" in capsys.readouterr().err
     assert not out.exists()
+
+
+_KINDS = ["input", "chat_request", "chat_response", "tool_request", "tool_response", "output"]
+
+
+@st.composite
+def _event_logs(draw: st.DrawFn) -> list[AgentEvent]:
+    """Any order and mix of run events: dangling upstreams, missing steps, odd latencies."""
+    events: list[AgentEvent] = []
+    for index in range(draw(st.integers(1, 25))):
+        run = draw(st.sampled_from(["r1", "r2", "r3"]))
+        earlier = [e.event_id for e in events] or ["x"]
+        upstream = draw(st.one_of(st.none(), st.sampled_from(earlier)))
+        kind = draw(st.sampled_from([*_KINDS, "error"]))
+        payload: dict[str, Any] = {"latency_ms": draw(st.one_of(st.none(), st.floats(0, 1e7)))}
+        if kind == "tool_request":
+            payload["tool_calls"] = [
+                ToolCall(id=f"c{n}", name="t", arguments={"a": draw(st.text(max_size=5))})
+                for n in range(draw(st.integers(0, 3)))
+            ]
+        if kind == "tool_response":
+            payload["tool_results"] = [
+                ChatMessage.tool_result(f"c{n}", "t", draw(st.text(max_size=5)), is_error=True)
+                for n in range(draw(st.integers(0, 2)))
+            ]
+        events.append(
+            new_event(
+                kind,
+                job_id="j",
+                key="k",
+                run_id=run,
+                sequence=draw(st.integers(0, 30)),
+                upstream_event_id=upstream,
+                timestamp_ms=draw(st.integers(0, 10**7)),
+                event_id=f"{run}.{index}",
+                **payload,
+            )
+        )
+    return events
+
+
+@settings(max_examples=200, deadline=None)
+@given(_event_logs(), st.booleans())
+def test_any_event_mix_gives_well_formed_spans(events: list[AgentEvent], capture: bool) -> None:
+    spans = spans_from_events(events, capture_content=capture)
+    assert len({s.span_id for s in spans}) == len(spans)
+    roots = {s.trace_id: s for s in spans if s.parent_span_id is None}
+    assert len(roots) == len({e.run_id for e in events})
+    for span in spans:
+        assert 0 < span.span_id < 2**64 and 0 < span.trace_id < 2**128
+        assert span.start_ns <= span.end_ns
+        root = roots[span.trace_id]
+        if span is not root:
+            assert span.parent_span_id == root.span_id
+            assert root.start_ns <= span.start_ns and span.end_ns <= root.end_ns
+    assert spans_from_events(list(reversed(events)), capture_content=capture) == spans

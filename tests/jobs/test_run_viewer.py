@@ -139,6 +139,7 @@ def test_a_browser_shows_the_runs_their_steps_and_images(
     assert seen["scripts"] == 0
     assert "<script>document.title='pwned'</script>" in seen["text"]
     assert "max_tool_calls=1" in seen["text"]
+    assert "tokens 420 / 35 · $0.0024" in seen["text"]  # alice's summary: two calls' cost
     assert browser.errors == []
     if embed == "embedded" and os.environ.get("STREAMAGENTS_DOCS_SCREENSHOT"):
         browser.screenshot(Path(os.environ["STREAMAGENTS_DOCS_SCREENSHOT"]))

@@ -78,6 +78,7 @@ def _chat(
         model="gemini-2.5-flash-001",
         latency_ms=395.0,
         finish_reason=finish,
+        cost_usd=0.0012,
     )
 
 
