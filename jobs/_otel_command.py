@@ -72,6 +72,7 @@ def _export(args: argparse.Namespace) -> int:
         return _fail(str(error))
     runs = sum(1 for span in spans if span.parent_span_id is None)
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(otlp_json(spans), indent=1), encoding="utf-8")
         print(f"wrote {len(spans)} spans of {runs} runs to {args.json}")
     if args.endpoint:

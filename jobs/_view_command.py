@@ -42,6 +42,7 @@ def register_view(commands: argparse._SubParsersAction) -> None:
 def _view(args: argparse.Namespace) -> int:
     damaged: list[DamagedFile] = []
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     media = MediaSource(out, args.media, int(args.embed_limit_mb * 2**20))
     try:
         events = (

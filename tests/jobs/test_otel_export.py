@@ -207,7 +207,7 @@ def test_content_only_when_asked_media_as_uris_never_bytes_or_secrets(sample: Sa
 def test_json_file_holds_the_same_spans_in_otlp_json(
     sample: SampleLog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "spans.json"
+    out = tmp_path / "new" / "spans.json"
     assert main(["eventlog", "export-otlp", str(sample.log_dir), "--json", str(out)]) == 0
     assert "wrote 7 spans of 2 runs" in capsys.readouterr().out
     document = json.loads(out.read_text())

@@ -82,7 +82,7 @@ def test_missing_or_corrupt_media_show_a_placeholder_naming_the_ref(
 
 
 def test_filters_and_replayed_steps(sample: SampleLog, tmp_path: Path) -> None:
-    page = _view(sample, tmp_path / "bob.html", "--key", "bob")
+    page = _view(sample, tmp_path / "new" / "bob.html", "--key", "bob")
     assert 'data-run="run-bob"' in page and 'data-run="run-alice"' not in page
     page = _view(sample, tmp_path / "alice.html", "--run", "run-alice")
     assert 'data-run="run-bob"' not in page
