@@ -37,7 +37,7 @@ from streamagents.jobs._yaml_source import (
     YamlSyntaxError,
     load_yaml,
 )
-from streamagents.operators.agent.config import Budgets, InputLimits, MemoryConfig
+from streamagents.operators.agent.config import Budgets, InputLimits, MemoryConfig, WaitingInputs
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES, load_tool
 
 __all__ = [
@@ -196,14 +196,7 @@ class AgentSpec(_SpecModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Per-key memory.")
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
-    max_waiting_inputs: int = Field(
-        default=256,
-        ge=1,
-        description=(
-            "Inputs per subtask that may wait in keyed state behind their key's run; at the"
-            " bound, an input for a busy key waits for that key's run instead."
-        ),
-    )
+    max_waiting_inputs: WaitingInputs = 256
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
     max_tool_result_bytes: int = Field(
         default=DEFAULT_MAX_RESULT_BYTES,
