@@ -5,14 +5,16 @@ state: the run in progress (`RunState` JSON), the queue of inputs waiting for it
 order) and the short-term history. It drives an `AgentRuntime` one step at a time: all
 state changes happen on the task thread (`start` and `advance` compute them on a helper
 thread while it waits, see `_off_task`), `perform` runs on an `EngineLoop` thread. A call's
-result reaches the task thread only through a timer for its key, set at the call's
-estimated completion time. At the end of a bounded input Flink drops processing-time
-timers, so every busy key also holds a far-future event-time timer (deleted when the key
-is idle again, or every key ever seen would keep one in state); the final watermark
-fires it and the function then waits for that key's calls, re-arming at increasing
-timestamps until the key is idle. After a restore a run without a live call has its
-pending action performed again (calls are at-least-once; state and outputs are
-exactly-once with a transactional sink).
+result reaches the task thread through a timer for its key, set at the call's estimated
+completion time, or, when `max_waiting_inputs` inputs already wait in the subtask, in the
+`process_element` of the key's next input, which waits for it (the task thread never
+blocks for more than one call, so unaligned checkpoint barriers pass within one call).
+At the end of a bounded input Flink drops processing-time timers, so every busy key also
+holds a far-future event-time timer (deleted when the key is idle again, or every key
+ever seen would keep one in state); the final watermark fires it and the function then
+waits for that key's calls, re-arming at increasing timestamps until the key is idle.
+After a restore a run without a live call has its pending action performed again (calls
+are at-least-once; state and outputs are exactly-once with a transactional sink).
 
 With a memory TTL, a run that ends sets a processing-time cleanup timer at its history's
 expiry (the due time is kept in keyed state); when it fires on an idle key whose history
