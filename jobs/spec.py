@@ -141,14 +141,17 @@ class SourceSpec(_SpecModel):
         return self
 
 
-_PROVIDERS = ("gemini", "openai", "openai-responses", "demo")
+_PROVIDERS = ("gemini", "gemini-interactions", "openai", "openai-responses", "demo")
 
 
 class ModelEntry(_SpecModel):
     """One model the agent may use; `demo` is the scripted test double on 127.0.0.1."""
 
-    provider: Literal["gemini", "openai", "openai-responses", "demo"] = Field(
-        description="gemini, openai (Chat Completions), openai-responses, or demo."
+    provider: Literal["gemini", "gemini-interactions", "openai", "openai-responses", "demo"] = (
+        Field(
+            description="gemini, gemini-interactions, openai (Chat Completions), openai-responses, "
+            "or demo."
+        )
     )
     model: str = Field(min_length=1, description="Model name as the provider spells it.")
     options: dict[str, Any] = Field(

@@ -84,6 +84,13 @@ class EventPayload(BaseModel):
     attributes: dict[str, str] = Field(
         default_factory=dict, description="Small free-form facts, e.g. the input id."
     )
+    interaction_id: str | None = Field(
+        default=None, description="The stored interaction a model reply can be continued from."
+    )
+    continued_from: str | None = Field(
+        default=None,
+        description="The stored interaction the model request continued (None: all sent).",
+    )
 
     @field_validator("messages")
     @classmethod

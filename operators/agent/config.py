@@ -52,7 +52,10 @@ class ModelSpec(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    provider: str = Field(description='Provider name: "gemini", "openai" or "openai-responses".')
+    provider: str = Field(
+        description='Provider name: "gemini", "gemini-interactions", "openai" or '
+        '"openai-responses".'
+    )
     model: str = Field(description="Model name as the provider spells it.")
     options: dict[str, Any] = Field(
         default_factory=dict,

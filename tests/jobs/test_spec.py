@@ -75,7 +75,7 @@ def test_wrong_type_says_what_was_expected_and_what_was_found(tmp_path: Path) ->
 
 def test_bad_choice_suggests_the_nearest_valid_value(tmp_path: Path) -> None:
     message = problems(write(tmp_path, MINIMAL.replace("provider: gemini", "provider: gemni")))
-    assert ":6: agent.model.provider: expected 'gemini', 'openai'" in message
+    assert ":6: agent.model.provider: expected 'gemini', 'gemini-interactions'" in message
     assert "did you mean 'gemini'?" in message
 
 
