@@ -4,6 +4,13 @@ The body is our own JSON (`interactions_wire.to_request`), sent with the SDK's r
 method (`async_request`: its transport, auth headers, timeout and error classes, without
 its typed-parameter transforms). A continuation the server no longer holds (HTTP 404:
 expired or deleted) is sent once more with the whole conversation.
+
+With `stream`, the same body goes through the SDK's interactions client
+(`client.aio.interactions.create`), whose event-stream reader understands the API's
+`event:` lines (the request method's does not), and the events are assembled into the
+interaction; a stream that ends early is resumed (`interactions.get(id, stream=True,
+last_event_id=...)`, i.e. `GET interactions/{id}?stream=true&last_event_id=...`) rather
+than started again. The client makes one attempt per request (retries are ours).
 """
 
 from __future__ import annotations
@@ -14,13 +21,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from google import genai
+from google.genai import _interactions as interactions_errors
+from google.genai import types
 
-from streamagents.connectors.providers._errors import BadRequest
+from streamagents.connectors.providers._adapter_base import _TRANSPORT
+from streamagents.connectors.providers._errors import BadRequest, ConnectionFailed, ProviderError
 from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
 from streamagents.connectors.providers.gemini._model import GeminiChatModel, GeminiOptions
 from streamagents.connectors.providers.gemini.interactions_wire import (
     PROVIDER,
     InteractionsRequest,
+    StreamAssembler,
     from_response,
     to_request,
 )
@@ -38,6 +49,10 @@ class GeminiInteractionsOptions(GeminiOptions):
     continue_stored: bool = True
     """With `store`, send only the steps after the stored interaction a request names
     (`previous_interaction_id`) instead of the whole conversation."""
+    stream: bool = False
+    """Read each reply as server-sent events; a cut stream is resumed, not restarted."""
+    max_stream_resumes: int = 3
+    """Resumed reads of one reply, in a row, that may bring no new event before giving up."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,11 +96,79 @@ class GeminiInteractionsModel(GeminiChatModel):
             model=self.model,
             store=self.options.media_store,
             stored=self.options.store,
+            stream=self.options.stream,
         )
 
     async def _send(self, client: genai.Client, request: InteractionsRequest) -> _Reply:
-        reply = await client.aio._api_client.async_request("post", "interactions", request.body)
-        return _Reply(json.loads(reply.body), request.continued_from)
+        api = client.aio._api_client
+        if not self.options.stream:
+            reply = await api.async_request("post", "interactions", request.body)
+            return _Reply(json.loads(reply.body), request.continued_from)
+        stream = StreamAssembler()
+        body = {**request.body, "automatic_continuation": False}
+        await self._read(await client.aio.interactions.create(**body), stream)
+        resumed_from, resumes = None, 0
+        while not stream.completed:
+            if stream.interaction_id is None or stream.last_event_id is None:
+                raise ConnectionFailed(
+                    "the stream ended before the interaction was created", provider=self.provider
+                )
+            resumes = resumes + 1 if stream.last_event_id == resumed_from else 1
+            resumed_from = stream.last_event_id
+            if resumes > self.options.max_stream_resumes:
+                raise ConnectionFailed(
+                    f"the stream of interaction {stream.interaction_id} ended early "
+                    f"{resumes} times in a row without a new event",
+                    provider=self.provider,
+                )
+            resumed = await client.aio.interactions.get(
+                stream.interaction_id, stream=True, last_event_id=stream.last_event_id
+            )
+            await self._read(resumed, stream)
+        return _Reply(stream.interaction(), request.continued_from)
+
+    @staticmethod
+    async def _read(events: Any, stream: StreamAssembler) -> None:
+        """Feed one read's events to `stream`; a read that breaks off after the
+        interaction was created just ends (the caller resumes)."""
+        try:
+            async for event in events:
+                stream.add(event.model_dump(mode="json", exclude_none=True))
+        except (*_TRANSPORT, interactions_errors.APIConnectionError):
+            if stream.interaction_id is None:
+                raise
+
+    def _new_client(self) -> genai.Client:
+        options = self.options
+        return genai.Client(
+            api_key=options.api_key,
+            http_options=types.HttpOptions(
+                base_url=options.base_url,
+                api_version=options.api_version,
+                timeout=None if options.timeout is None else int(options.timeout * 1000),
+                retry_options=types.HttpRetryOptions(attempts=1),  # else the interactions
+                # client retries on its own, under ours
+            ),
+        )
+
+    def _sdk_error(self, error: Exception) -> ProviderError | None:
+        """Also map the interactions client's own errors (streaming)."""
+        if isinstance(error, interactions_errors.APIStatusError):
+            body = error.body if isinstance(error.body, dict) else {}
+            detail = body.get("error") if isinstance(body.get("error"), dict) else {}
+            return self._status_error(
+                error.status_code,
+                None if detail.get("status") is None else str(detail["status"]),
+                str(detail.get("message") or error.message or "no message"),
+                dict(error.response.headers),
+            )
+        if isinstance(error, interactions_errors.APITimeoutError):
+            return self._timed_out()
+        if isinstance(error, interactions_errors.APIConnectionError):
+            return ConnectionFailed("connection failed", provider=self.provider)
+        if isinstance(error, interactions_errors.APIResponseValidationError):
+            return self._malformed(error)
+        return super()._sdk_error(error)
 
     def _parse(self, reply: _Reply, latency_ms: float) -> ChatResponse:
         return from_response(

@@ -61,6 +61,7 @@ __all__ = [
     "THOUGHTS",
     "TOOL_RESULT_MEDIA",
     "InteractionsRequest",
+    "StreamAssembler",
     "from_response",
     "legal_call_id",
     "to_request",
@@ -280,9 +281,10 @@ def to_request(
     model: str,
     store: MediaStore | None = None,
     stored: bool = False,
+    stream: bool = False,
 ) -> InteractionsRequest:
     """The interactions body for `model` (`store` resolves media refs, `stored` is the
-    body's `store`); raises before anything is sent."""
+    body's `store`, `stream` asks for server-sent events); raises before anything is sent."""
     settings = wire_options(options, OPTION_ALIASES)
     previous = settings.pop("previous_interaction_id", None)
     prepared = prepare_messages(messages, store, ASSISTANT_MEDIA)
@@ -313,6 +315,8 @@ def to_request(
     if continued_from is not None:
         body["previous_interaction_id"] = continued_from
     body["store"] = stored
+    if stream:
+        body["stream"] = True
     return InteractionsRequest(body=body, continued_from=continued_from)
 
 
@@ -441,3 +445,95 @@ def from_response(
         interaction_id=interaction_id or None,
         continued_from=continued_from,
     )
+
+
+class StreamAssembler:
+    """Builds the `Interaction` resource a streamed reply describes, event by event.
+
+    Events are the JSON objects of the server-sent stream (`interaction.created`,
+    `step.start`, `step.delta`, `step.stop`, `interaction.status_update`,
+    `interaction.completed`, `error`). `last_event_id` is where a resumed read continues
+    from; `completed` says whether the stream reached its end."""
+
+    def __init__(self) -> None:
+        self.resource: dict[str, Any] = {}
+        self.steps: dict[int, dict[str, Any]] = {}
+        self.arguments: dict[int, str] = {}
+        self.last_event_id: str | None = None
+        self.completed = False
+
+    @property
+    def interaction_id(self) -> str | None:
+        """The interaction's id, once an event has named it."""
+        value = self.resource.get("id")
+        return value if isinstance(value, str) and value else None
+
+    def add(self, event: Any) -> None:
+        """Apply one event; an `error` event raises `ServerError`, a non-object
+        `MalformedResponse`."""
+        if not isinstance(event, Mapping):
+            raise MalformedResponse("a stream event is not a JSON object", provider=PROVIDER)
+        if isinstance(event.get("event_id"), str):
+            self.last_event_id = event["event_id"]
+        kind = event.get("event_type")
+        if kind in ("interaction.created", "interaction.completed"):
+            self.resource.update(event.get("interaction") or {})
+            self.completed = self.completed or kind == "interaction.completed"
+        elif kind == "interaction.status_update":
+            self.resource["status"] = event.get("status")
+            if event.get("interaction_id"):
+                self.resource.setdefault("id", event["interaction_id"])
+            if event.get("usage"):
+                self.resource["usage"] = event["usage"]
+        elif kind == "step.start" and isinstance(event.get("step"), Mapping):
+            self.steps[int(event.get("index") or 0)] = dict(event["step"])
+        elif kind == "step.delta" and isinstance(event.get("delta"), Mapping):
+            self._delta(int(event.get("index") or 0), event["delta"])
+        elif kind == "step.stop" and event.get("usage"):
+            self.resource["usage"] = event["usage"]
+        elif kind == "error":
+            error = event.get("error") or {}
+            raise ServerError(
+                scrub(str(error.get("message") or "the stream reported an error")),
+                provider=PROVIDER,
+                code=None if error.get("code") is None else str(error["code"]),
+            )
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> None:
+        step = self.steps.setdefault(index, {"type": "model_output"})
+        kind = delta.get("type")
+        if kind == "text":
+            content = step.setdefault("content", [])
+            if content and content[-1].get("type") == "text":
+                content[-1] = {**content[-1], "text": content[-1]["text"] + str(delta["text"])}
+            else:
+                content.append({"type": "text", "text": str(delta.get("text") or "")})
+        elif kind in _MEDIA_CLASSES:
+            step.setdefault("content", []).append(dict(delta))
+        elif kind == "thought_signature":
+            step["signature"] = step.get("signature", "") + str(delta.get("signature") or "")
+        elif kind == "thought_summary" and isinstance(delta.get("content"), Mapping):
+            step.setdefault("summary", []).append(dict(delta["content"]))
+        elif kind == "arguments_delta":
+            self.arguments[index] = self.arguments.get(index, "") + str(
+                delta.get("arguments") or ""
+            )
+
+    def interaction(self) -> dict[str, Any]:
+        """The assembled resource (streamed arguments parsed; `MalformedResponse` when
+        they are not JSON)."""
+        steps = []
+        for index in sorted(self.steps):
+            step = self.steps[index]
+            if index in self.arguments:
+                try:
+                    step = {**step, "arguments": json.loads(self.arguments[index])}
+                except ValueError:
+                    raise MalformedResponse(
+                        f"the streamed arguments of the call to {step.get('name')!r} are not JSON",
+                        provider=PROVIDER,
+                    ) from None
+            steps.append(step)
+        if not steps and isinstance(self.resource.get("steps"), list):
+            return dict(self.resource)
+        return {**self.resource, "steps": steps}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from typing import Any
+from urllib.parse import parse_qs
 
 import fastavro
 import pytest
@@ -523,3 +524,169 @@ def test_options_this_wire_does_not_take_are_refused() -> None:
         create_model("gemini-interactions", "m", vertexai=True, api_key="k")
     with pytest.raises(ValueError, match="legacy_tool_media"):
         create_model("gemini-interactions", "m", legacy_tool_media=True, api_key="k")
+
+
+def sse(*events: dict[str, Any], done: bool = True) -> StubReply:
+    """A server-sent event stream as the API writes it (`event:` and `data:` lines)."""
+    text = "".join(f"event: {e['event_type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    if done:
+        text += "event: done\ndata: [DONE]\n\n"
+    return StubReply(text.encode(), headers={"Content-Type": "text/event-stream"})
+
+
+STREAM = [
+    {
+        "event_type": "interaction.created",
+        "event_id": "e1",
+        "interaction": {"id": "int-s", "status": "in_progress"},
+    },
+    {
+        "event_type": "step.start",
+        "event_id": "e2",
+        "index": 0,
+        "step": {"type": "thought", "signature": ""},
+    },
+    {
+        "event_type": "step.delta",
+        "event_id": "e3",
+        "index": 0,
+        "delta": {"type": "thought_summary", "content": {"type": "text", "text": "Weather, then."}},
+    },
+    {
+        "event_type": "step.delta",
+        "event_id": "e4",
+        "index": 0,
+        "delta": {"type": "thought_signature", "signature": SIGNATURE},
+    },
+    {"event_type": "step.stop", "event_id": "e5", "index": 0},
+    {
+        "event_type": "step.start",
+        "event_id": "e6",
+        "index": 1,
+        "step": {"type": "model_output", "content": []},
+    },
+    {
+        "event_type": "step.delta",
+        "event_id": "e7",
+        "index": 1,
+        "delta": {"type": "text", "text": "Checking "},
+    },
+    {
+        "event_type": "step.delta",
+        "event_id": "e8",
+        "index": 1,
+        "delta": {"type": "text", "text": "Oslo."},
+    },
+    {"event_type": "step.stop", "event_id": "e9", "index": 1},
+    {
+        "event_type": "step.start",
+        "event_id": "e10",
+        "index": 2,
+        "step": {"type": "function_call", "id": "fc-9", "name": "weather", "arguments": {}},
+    },
+    {
+        "event_type": "step.delta",
+        "event_id": "e11",
+        "index": 2,
+        "delta": {"type": "arguments_delta", "arguments": '{"city": '},
+    },
+    {
+        "event_type": "step.delta",
+        "event_id": "e12",
+        "index": 2,
+        "delta": {"type": "arguments_delta", "arguments": '"Oslo"}'},
+    },
+    {"event_type": "step.stop", "event_id": "e13", "index": 2},
+    {
+        "event_type": "interaction.status_update",
+        "event_id": "e14",
+        "interaction_id": "int-s",
+        "status": "requires_action",
+    },
+    {
+        "event_type": "interaction.completed",
+        "event_id": "e15",
+        "interaction": {
+            "id": "int-s",
+            "status": "requires_action",
+            "usage": {"total_input_tokens": 9, "total_output_tokens": 4},
+        },
+    },
+]
+
+
+def check_streamed(reply: Any) -> None:
+    assert reply.message.content == "Checking Oslo."
+    assert reply.message.tool_calls == [
+        ToolCall(id="fc-9", name="weather", arguments={"city": "Oslo"})
+    ]
+    assert reply.message.metadata["thoughts"] == [
+        {"signature": SIGNATURE.encode(), "summary": ["Weather, then."]}
+    ]
+    assert (reply.interaction_id, reply.finish_reason) == ("int-s", "requires_action")
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (9, 4)
+
+
+def test_a_streamed_reply_is_assembled_from_its_events(stub: LoopbackStubServer) -> None:
+    stub.script(sse(*STREAM))
+    reply = model(stub, stream=True).chat([ChatMessage.user("weather in Oslo?")])
+    (request,) = stub.requests
+    assert (request.method, request.path) == ("POST", "/v1beta/interactions")
+    assert request.json["stream"] is True
+    assert request.json["input"] == [
+        {"type": "user_input", "content": [{"type": "text", "text": "weather in Oslo?"}]}
+    ]
+    check_streamed(reply)
+
+
+def test_a_cut_stream_is_resumed_from_its_last_event_not_started_again(
+    stub: LoopbackStubServer,
+) -> None:
+    stub.script(sse(*STREAM[:7], done=False), sse(*STREAM[7:9], done=False), sse(*STREAM[9:]))
+    reply = model(stub, stream=True).chat([ChatMessage.user("weather in Oslo?")])
+    sent = [(r.method, *r.path.split("?")) for r in stub.requests[1:]]
+    assert [(m, p, parse_qs(q)) for m, p, q in sent] == [
+        ("GET", "/v1beta/interactions/int-s", {"stream": ["true"], "last_event_id": ["e7"]}),
+        ("GET", "/v1beta/interactions/int-s", {"stream": ["true"], "last_event_id": ["e9"]}),
+    ]
+    assert (stub.requests[0].method, stub.requests[0].path) == ("POST", "/v1beta/interactions")
+    check_streamed(reply)
+
+
+def test_a_stream_cut_before_the_interaction_exists_is_sent_again(
+    stub: LoopbackStubServer,
+) -> None:
+    stub.script(sse(done=False), sse(*STREAM))
+    fast = {"initial_delay_s": 0.01, "max_delay_s": 0.02}
+    from streamagents.connectors.providers import RetryPolicy
+
+    reply = model(stub, stream=True, retry=RetryPolicy(**fast)).chat([ChatMessage.user("hi")])
+    assert [r.method for r in stub.requests] == ["POST", "POST"]
+    check_streamed(reply)
+
+
+def test_a_stream_that_keeps_ending_without_new_events_gives_up(stub: LoopbackStubServer) -> None:
+    from streamagents.connectors.providers import ConnectionFailed
+
+    stub.script(sse(*STREAM[:3], done=False), *[sse(done=False)] * 3)
+    with pytest.raises(ConnectionFailed, match="ended early 2 times in a row"):
+        model(stub, stream=True, max_retries=0, max_stream_resumes=1).chat([ChatMessage.user("hi")])
+    assert [r.method for r in stub.requests] == ["POST", "GET"]
+
+
+def test_stream_errors_map_like_any_other(stub: LoopbackStubServer) -> None:
+    from streamagents.connectors.providers import RateLimited, ServerError
+
+    error = {"event_type": "error", "event_id": "e2", "error": {"code": "INTERNAL", "message": "boom"}}
+    stub.script(sse(STREAM[0], error))
+    with pytest.raises(ServerError, match="boom"):
+        model(stub, stream=True, max_retries=0).chat([ChatMessage.user("hi")])
+    limited = {"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}}
+    stub.script(StubReply(limited, status=429, headers={"retry-after": "7"}))
+    with pytest.raises(RateLimited) as caught:
+        model(stub, stream=True, max_retries=0).chat([ChatMessage.user("hi")])
+    assert (caught.value.status, caught.value.code, caught.value.retry_after) == (
+        429,
+        "RESOURCE_EXHAUSTED",
+        7.0,
+    )
