@@ -12,7 +12,9 @@ question, a tool call and its text result.
 - `adapter, whole conversation`: `GeminiInteractionsModel.achat` as shipped
   (`to_request`, `async_request`, `from_response`), every step sent;
 - `adapter, continued`: the same call continuing a stored interaction: only the tool
-  result is sent, the image stays on the server.
+  result is sent, the image stays on the server;
+- `adapter, streamed`: the whole conversation with `stream=True` (the SDK's interactions
+  client and the event assembler; the stub answers with six events).
 
 Run: python benchmarks/bench_interactions_send.py [calls]
 """
@@ -20,6 +22,7 @@ Run: python benchmarks/bench_interactions_send.py [calls]
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import sys
 import time
@@ -28,7 +31,7 @@ from typing import Any
 from google import genai
 from google.genai import types
 
-from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.connectors.providers import create_model
 from streamagents.connectors.providers.gemini.interactions_wire import to_request
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart, ToolCall
@@ -38,11 +41,30 @@ REPLY = {
     "status": "completed",
     "steps": [{"type": "model_output", "content": [{"type": "text", "text": "ok"}]}],
 }
+EVENTS = [
+    {"event_type": "interaction.created", "interaction": {"id": "int-2", "status": "in_progress"}},
+    {"event_type": "step.start", "index": 0, "step": {"type": "model_output", "content": []}},
+    {"event_type": "step.delta", "index": 0, "delta": {"type": "text", "text": "o"}},
+    {"event_type": "step.delta", "index": 0, "delta": {"type": "text", "text": "k"}},
+    {"event_type": "step.stop", "index": 0},
+    {"event_type": "interaction.completed", "interaction": {"id": "int-2", "status": "completed"}},
+]
+STREAM = "".join(
+    f"event: {e['event_type']}\ndata: {json.dumps({**e, 'event_id': f'e{i}'})}\n\n"
+    for i, e in enumerate(EVENTS)
+).encode()
+
+
+def answer(request: RecordedRequest) -> StubReply:
+    """The canned reply: the interaction, or its event stream when one was asked for."""
+    if (request.json or {}).get("stream"):
+        return StubReply(STREAM, headers={"Content-Type": "text/event-stream"})
+    return StubReply(REPLY)
 
 
 def serve(port_out: Any) -> None:
     """Run the stub in this (child) process until killed."""
-    with LoopbackStubServer(lambda _request: REPLY) as stub:
+    with LoopbackStubServer(answer) as stub:
         port_out.put(stub.url)
         while True:
             time.sleep(3600)
@@ -77,6 +99,7 @@ async def cpu_ms_per_call(call: Any, calls: int) -> float:
 async def measure(url: str, calls: int, image_bytes: int) -> dict[str, float]:
     messages = conversation(image_bytes)
     model = create_model("gemini-interactions", "bench", api_key="k", base_url=url)
+    streaming = create_model("gemini-interactions", "bench", api_key="k", base_url=url, stream=True)
     client = genai.Client(
         api_key="k", http_options=types.HttpOptions(base_url=url, api_version="v1beta")
     )
@@ -91,12 +114,17 @@ async def measure(url: str, calls: int, image_bytes: int) -> dict[str, float]:
     async def continued() -> None:
         await model.achat(messages, previous_interaction_id="int-1")
 
+    async def streamed() -> None:
+        await streaming.achat(messages)
+
     figures = {
         "sdk interactions.create": await cpu_ms_per_call(typed, calls),
         "adapter, whole conversation": await cpu_ms_per_call(whole, calls),
         "adapter, continued": await cpu_ms_per_call(continued, calls),
+        "adapter, streamed": await cpu_ms_per_call(streamed, calls),
     }
     await model.aclose()
+    await streaming.aclose()
     await client.aio.aclose()
     return figures
 
