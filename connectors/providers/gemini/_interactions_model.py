@@ -55,6 +55,10 @@ class GeminiInteractionsOptions(GeminiOptions):
     """Resumed reads of one reply, in a row, that may bring no new event before giving up."""
 
 
+class _StoredInteractionGone(BadRequest):
+    """HTTP 404 to a request continuing a stored interaction: it expired or was deleted."""
+
+
 @dataclasses.dataclass(frozen=True)
 class _Reply:
     """An interaction as received, and the stored interaction its request continued."""
@@ -100,6 +104,20 @@ class GeminiInteractionsModel(GeminiChatModel):
         )
 
     async def _send(self, client: genai.Client, request: InteractionsRequest) -> _Reply:
+        try:
+            return await self._send_once(client, request)
+        except Exception as error:
+            mapped = self._sdk_error(error)
+            if request.continued_from is None or mapped is None or mapped.status != 404:
+                raise
+        raise _StoredInteractionGone(
+            f"the stored interaction {request.continued_from} is gone ({mapped})",
+            provider=self.provider,
+            status=404,
+            code=mapped.code,
+        )
+
+    async def _send_once(self, client: genai.Client, request: InteractionsRequest) -> _Reply:
         api = client.aio._api_client
         if not self.options.stream:
             reply = await api.async_request("post", "interactions", request.body)
@@ -186,12 +204,8 @@ class GeminiInteractionsModel(GeminiChatModel):
         is sent once more with the whole conversation (`continuation_fallback` says so)."""
         try:
             return await super().achat(messages, tools, **options)
-        except BadRequest as error:
-            previous = options.pop("previous_interaction_id", None)
-            if error.status != 404 or not previous:
-                raise
-            reason = (
-                f"the stored interaction {previous} is gone ({error}); sent the whole conversation"
-            )
+        except _StoredInteractionGone as error:
+            reason = f"{error.message}; sent the whole conversation"
+        options.pop("previous_interaction_id")
         response = await super().achat(messages, tools, **options)
         return response.model_copy(update={"continuation_fallback": reason})

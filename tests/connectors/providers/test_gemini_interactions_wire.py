@@ -495,6 +495,12 @@ def test_an_interaction_the_server_no_longer_holds_falls_back_to_the_whole_conve
     assert caught.value.status == 404
     assert len(stub.requests) == 4  # one fallback, no more
 
+    plain = stored.model_copy(update={"metadata": {}})  # nothing to continue: no fallback
+    stub.script(StubReply(gone, status=404))
+    with pytest.raises(BadRequest):
+        model(stub).chat(_conversation(plain), previous_interaction_id="int-gone")
+    assert len(stub.requests) == 5
+
 
 def test_a_failed_interaction_is_a_server_error_and_a_non_object_is_malformed() -> None:
     from streamagents.connectors.providers import MalformedResponse, ServerError
