@@ -540,85 +540,57 @@ def sse(*events: dict[str, Any], done: bool = True) -> StubReply:
     return StubReply(text.encode(), headers={"Content-Type": "text/event-stream"})
 
 
+def start(index: int, **step: Any) -> dict[str, Any]:
+    return {"event_type": "step.start", "index": index, "step": step}
+
+
+def delta(index: int, **change: Any) -> dict[str, Any]:
+    return {"event_type": "step.delta", "index": index, "delta": change}
+
+
+def stop(index: int) -> dict[str, Any]:
+    return {"event_type": "step.stop", "index": index}
+
+
+def lifecycle(kind: str, status: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "event_type": f"interaction.{kind}",
+        "interaction": {"id": "int-s", "status": status, **extra},
+    }
+
+
 STREAM = [
-    {
-        "event_type": "interaction.created",
-        "event_id": "e1",
-        "interaction": {"id": "int-s", "status": "in_progress"},
-    },
-    {
-        "event_type": "step.start",
-        "event_id": "e2",
-        "index": 0,
-        "step": {"type": "thought", "signature": ""},
-    },
-    {
-        "event_type": "step.delta",
-        "event_id": "e3",
-        "index": 0,
-        "delta": {"type": "thought_summary", "content": {"type": "text", "text": "Weather, then."}},
-    },
-    {
-        "event_type": "step.delta",
-        "event_id": "e4",
-        "index": 0,
-        "delta": {"type": "thought_signature", "signature": SIGNATURE},
-    },
-    {"event_type": "step.stop", "event_id": "e5", "index": 0},
-    {
-        "event_type": "step.start",
-        "event_id": "e6",
-        "index": 1,
-        "step": {"type": "model_output", "content": []},
-    },
-    {
-        "event_type": "step.delta",
-        "event_id": "e7",
-        "index": 1,
-        "delta": {"type": "text", "text": "Checking "},
-    },
-    {
-        "event_type": "step.delta",
-        "event_id": "e8",
-        "index": 1,
-        "delta": {"type": "text", "text": "Oslo."},
-    },
-    {"event_type": "step.stop", "event_id": "e9", "index": 1},
-    {
-        "event_type": "step.start",
-        "event_id": "e10",
-        "index": 2,
-        "step": {"type": "function_call", "id": "fc-9", "name": "weather", "arguments": {}},
-    },
-    {
-        "event_type": "step.delta",
-        "event_id": "e11",
-        "index": 2,
-        "delta": {"type": "arguments_delta", "arguments": '{"city": '},
-    },
-    {
-        "event_type": "step.delta",
-        "event_id": "e12",
-        "index": 2,
-        "delta": {"type": "arguments_delta", "arguments": '"Oslo"}'},
-    },
-    {"event_type": "step.stop", "event_id": "e13", "index": 2},
-    {
-        "event_type": "interaction.status_update",
-        "event_id": "e14",
-        "interaction_id": "int-s",
-        "status": "requires_action",
-    },
-    {
-        "event_type": "interaction.completed",
-        "event_id": "e15",
-        "interaction": {
-            "id": "int-s",
-            "status": "requires_action",
-            "usage": {"total_input_tokens": 9, "total_output_tokens": 4},
-        },
-    },
+    {"event_id": f"e{number}", **event}
+    for number, event in enumerate(
+        [
+            lifecycle("created", "in_progress"),
+            start(0, type="thought", signature=""),
+            delta(0, type="thought_summary", content={"type": "text", "text": "Weather, then."}),
+            delta(0, type="thought_signature", signature=SIGNATURE),
+            stop(0),
+            start(1, type="model_output", content=[]),
+            delta(1, type="text", text="Checking "),
+            delta(1, type="text", text="Oslo."),
+            stop(1),
+            start(2, type="function_call", id="fc-9", name="weather", arguments={}),
+            delta(2, type="arguments_delta", arguments='{"city": '),
+            delta(2, type="arguments_delta", arguments='"Oslo"}'),
+            stop(2),
+            {
+                "event_type": "interaction.status_update",
+                "interaction_id": "int-s",
+                "status": "requires_action",
+            },
+            lifecycle(
+                "completed",
+                "requires_action",
+                usage={"total_input_tokens": 9, "total_output_tokens": 4},
+            ),
+        ],
+        start=1,
+    )
 ]
+"""A streamed reply: a thought, text, a call with streamed arguments; event ids e1-e15."""
 
 
 def check_streamed(reply: Any) -> None:
@@ -683,7 +655,11 @@ def test_a_stream_that_keeps_ending_without_new_events_gives_up(stub: LoopbackSt
 def test_stream_errors_map_like_any_other(stub: LoopbackStubServer) -> None:
     from streamagents.connectors.providers import RateLimited, ServerError
 
-    error = {"event_type": "error", "event_id": "e2", "error": {"code": "INTERNAL", "message": "boom"}}
+    error = {
+        "event_type": "error",
+        "event_id": "e2",
+        "error": {"code": "INTERNAL", "message": "boom"},
+    }
     stub.script(sse(STREAM[0], error))
     with pytest.raises(ServerError, match="boom"):
         model(stub, stream=True, max_retries=0).chat([ChatMessage.user("hi")])
