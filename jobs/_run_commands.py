@@ -113,8 +113,8 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"  key        {spec.key}")
     print(f"  model      {_describe_model(loaded)}")
     print(f"  tools      {', '.join(spec.agent.tools) or 'none'}")
-    print(f"  outputs    {spec.sinks.outputs.path}")
-    print(f"  dead       {spec.sinks.dead_letters.path}")
+    print(f"  outputs    {spec.sinks.outputs.describe()}")
+    print(f"  dead       {spec.sinks.dead_letters.describe()}")
     if spec.event_log is not None:
         print(f"  event log  {spec.event_log.path} ({spec.event_log.level})")
     return 0

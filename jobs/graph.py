@@ -1,8 +1,9 @@
 """The job builder: the only place a validated spec meets `StreamExecutionEnvironment`.
 
-source -> agent operator (parse, key_by, agent) -> outputs / dead letters (JSONL, exactly
-once) and events (the Avro event log). Operator names are fixed (`source`, `outputs`,
-`dead-letters`) so progress reporting can find their metrics.
+source (JSONL files or Kafka) -> agent operator (parse, key_by, agent) -> outputs / dead
+letters (JSONL files or Kafka topics, exactly once) and events (the Avro event log).
+Operator names are fixed (`source`, `outputs`, `dead-letters`) so progress reporting can
+find their metrics.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from pathlib import Path
 from pyflink.common import Configuration
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
-from streamagents.connectors.files import jsonl_sink, jsonl_source, kafka_source
-from streamagents.jobs.spec import JobSpec, LoadedSpec
+from streamagents.connectors.connector_jars import cached_jar
+from streamagents.connectors.files import jsonl_sink, jsonl_source
+from streamagents.connectors.kafka import add_connector_jar, kafka_sink, kafka_source
+from streamagents.jobs.spec import JobSpec, LoadedSpec, SinkSpec, kafka_parts
 from streamagents.operators.agent import AgentConfig, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment, sink_event_log
 
@@ -87,6 +90,17 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
     )
 
 
+def _add_kafka_jar(env: StreamExecutionEnvironment, spec: JobSpec) -> None:
+    """Put the Kafka connector jar on the classpath if a Kafka part needs it: the one a part
+    names, else the cached one (`check_runnable` made sure there is one)."""
+    parts = kafka_parts(spec).values()
+    if not parts:
+        return
+    named = [part.connector_jar for part in parts if part.connector_jar is not None]
+    jar = named[0] if named else str(cached_jar("kafka"))
+    add_connector_jar(env, jar)
+
+
 def _source(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
     files, kafka = spec.source.files, spec.source.kafka
     if files is not None:
@@ -94,18 +108,39 @@ def _source(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
             env, files.path, watch_interval_s=files.watch_interval_s, name=SOURCE_NAME
         )
     assert kafka is not None  # SourceSpec guarantees exactly one
-    return kafka_source(env, **kafka.model_dump(), name=SOURCE_NAME)
+    settings = kafka.model_dump(exclude={"connector_jar"})
+    return kafka_source(env, **settings, name=SOURCE_NAME)
+
+
+def _sink(stream: DataStream, spec: JobSpec, sink: SinkSpec, *, prefix: str, name: str) -> None:
+    kafka = sink.kafka
+    if kafka is None:
+        assert sink.path is not None  # SinkSpec guarantees exactly one
+        jsonl_sink(stream, sink.path, prefix=prefix, name=name)
+        return
+    kafka_sink(
+        stream,
+        topic=kafka.topic,
+        bootstrap_servers=kafka.bootstrap_servers,
+        delivery=kafka.delivery,
+        transactional_id_prefix=kafka.transactional_id_prefix or f"{spec.name}-{name}",
+        transaction_timeout_s=kafka.transaction_timeout_s,
+        properties=kafka.properties,
+        name=name,
+    )
 
 
 def build_job(env: StreamExecutionEnvironment, loaded: LoadedSpec, model: ModelSpec) -> None:
     """Add the spec's whole pipeline to `env` (call `env.execute` afterwards)."""
     spec = loaded.spec
     env.set_parallelism(spec.parallelism)
+    _add_kafka_jar(env, spec)
     streams = agent_stream(_source(env, spec), agent_config(loaded, model))
-    jsonl_sink(streams.outputs, spec.sinks.outputs.path, prefix="answers", name=OUTPUTS_NAME)
-    jsonl_sink(
+    _sink(streams.outputs, spec, spec.sinks.outputs, prefix="answers", name=OUTPUTS_NAME)
+    _sink(
         streams.dead_letters,
-        spec.sinks.dead_letters.path,
+        spec,
+        spec.sinks.dead_letters,
         prefix="dead-letters",
         name=DEAD_LETTERS_NAME,
     )

@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from streamagents.connectors.connector_jars import JarFetchError, cached_jar
 from streamagents.connectors.providers import PROVIDERS
 from streamagents.jobs._yaml_source import (
     FieldPath,
@@ -44,17 +45,19 @@ __all__ = [
     "AgentSpec",
     "CheckpointSpec",
     "EventLogSpec",
-    "FileSinkSpec",
     "FilesSourceSpec",
     "JobSpec",
+    "KafkaSinkSpec",
     "KafkaSourceSpec",
     "LoadedSpec",
     "ModelEntry",
+    "SinkSpec",
     "SinksSpec",
     "SourceSpec",
     "SpecError",
     "SpecProblem",
     "check_runnable",
+    "kafka_parts",
     "load_spec",
 ]
 
@@ -105,10 +108,16 @@ class FilesSourceSpec(_SpecModel):
     )
 
 
-class KafkaSourceSpec(_SpecModel):
-    """A Kafka topic read through Flink's Kafka connector jar, which the user supplies."""
+_CONNECTOR_JAR = (
+    "Path of flink-sql-connector-kafka-*.jar; unset means the jar `streamagents jars fetch "
+    "kafka` put in the cache."
+)
 
-    connector_jar: PathOrUri = Field(description="Path of flink-sql-connector-kafka-*.jar.")
+
+class KafkaSourceSpec(_SpecModel):
+    """A Kafka topic read through Flink's Kafka connector jar."""
+
+    connector_jar: PathOrUri | None = Field(default=None, description=_CONNECTOR_JAR)
     topics: list[str] = Field(min_length=1, description="Topics to read.")
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
     group_id: str = Field(min_length=1, description="Consumer group id.")
@@ -222,17 +231,66 @@ class EventLogSpec(_SpecModel):
     roll_seconds: float | None = Field(default=None, gt=0, description="Roll after this long.")
 
 
-class FileSinkSpec(_SpecModel):
-    """A directory of JSONL part files written exactly-once by Flink's file sink."""
+class KafkaSinkSpec(_SpecModel):
+    """A Kafka topic written through Flink's Kafka sink, records keyed by the agent key."""
 
-    path: PathOrUri = Field(description="Directory the part files are written to.")
+    topic: str = Field(min_length=1, description="Topic to write to.")
+    bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
+    delivery: Literal["exactly-once", "at-least-once"] = Field(
+        default="exactly-once",
+        description="exactly-once: Kafka transactions committed on each checkpoint; "
+        "at-least-once: records flushed on each checkpoint, duplicates after a restore.",
+    )
+    transaction_timeout_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="Kafka transaction timeout (exactly-once): above the checkpoint interval "
+        "plus the longest restart, at most the broker's transaction.max.timeout.ms.",
+    )
+    transactional_id_prefix: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Prefix of the transactional ids; unset means `<job name>-<sink>`.",
+    )
+    connector_jar: PathOrUri | None = Field(default=None, description=_CONNECTOR_JAR)
+    properties: dict[str, str] = Field(
+        default_factory=dict, description="Further Kafka producer properties (may use ${ENV})."
+    )
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            # Properties may hold ${ENV} secrets (sasl.jaas.config...): show names only.
+            yield name, (sorted(value) if name == "properties" else value)
+
+
+class SinkSpec(_SpecModel):
+    """One sink: a directory of JSONL part files (`path`) or a Kafka topic (`kafka`)."""
+
+    path: PathOrUri | None = Field(
+        default=None,
+        description="Directory of JSONL part files, written exactly once by Flink's file sink.",
+    )
+    kafka: KafkaSinkSpec | None = Field(default=None, description="A Kafka topic.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SinkSpec:
+        given = [name for name in ("path", "kafka") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"expected exactly one of 'path' or 'kafka', got {', '.join(given) or 'none'}"
+            )
+        return self
+
+    def describe(self) -> str:
+        """Where the records go, for a person: the directory, or `kafka topic T`."""
+        return f"kafka topic {self.kafka.topic}" if self.kafka is not None else str(self.path)
 
 
 class SinksSpec(_SpecModel):
     """Where answers and dead letters go."""
 
-    outputs: FileSinkSpec = Field(description="One JSON line per finished run.")
-    dead_letters: FileSinkSpec = Field(description="One JSON line per rejected input.")
+    outputs: SinkSpec = Field(description="One JSON record per finished run.")
+    dead_letters: SinkSpec = Field(description="One JSON record per rejected input.")
 
 
 class CheckpointSpec(_SpecModel):
@@ -365,8 +423,67 @@ def check_runnable(loaded: LoadedSpec) -> None:
         except Exception as exc:
             line = loaded.source.source_map.line_of(("agent", "tools", index))
             problems.append(SpecProblem(line, f"agent.tools[{index}]", str(exc)))
+    problems += _kafka_problems(loaded)
     if problems:
         raise SpecError(str(loaded.path), _redacted(problems, loaded.source))
+
+
+def kafka_parts(spec: JobSpec) -> dict[FieldPath, KafkaSourceSpec | KafkaSinkSpec]:
+    """The spec's Kafka source and sinks by their path in the YAML."""
+    parts: dict[FieldPath, KafkaSourceSpec | KafkaSinkSpec] = {}
+    if spec.source.kafka is not None:
+        parts["source", "kafka"] = spec.source.kafka
+    for name in ("outputs", "dead_letters"):
+        sink = getattr(spec.sinks, name).kafka
+        if sink is not None:
+            parts["sinks", name, "kafka"] = sink
+    return parts
+
+
+def _kafka_problems(loaded: LoadedSpec) -> list[SpecProblem]:
+    """A Kafka part's connector jar must exist (given or fetched), and an exactly-once
+    sink's transactions must outlive a checkpoint interval."""
+    problems = []
+    line_of = loaded.source.source_map.line_of
+    interval_s = loaded.spec.checkpointing.interval_s
+    for path, part in kafka_parts(loaded.spec).items():
+        if part.connector_jar is None:
+            try:
+                missing = cached_jar("kafka") is None
+                reason = (
+                    "no Kafka connector jar in the cache; run `streamagents jars fetch kafka` "
+                    "(or set connector_jar)"
+                )
+            except JarFetchError as exc:
+                missing, reason = True, f"no Kafka connector jar: {exc}; set connector_jar"
+            if missing:
+                problems.append(SpecProblem(line_of(path), _dotted(path), reason))
+        elif not _URI.match(part.connector_jar) and not Path(part.connector_jar).is_file():
+            where = (*path, "connector_jar")
+            problems.append(
+                SpecProblem(
+                    line_of(where),
+                    _dotted(where),
+                    f"no such file: {part.connector_jar}; run `streamagents jars fetch kafka` "
+                    "and leave connector_jar unset to use the cached jar",
+                )
+            )
+        if (
+            isinstance(part, KafkaSinkSpec)
+            and part.delivery == "exactly-once"
+            and part.transaction_timeout_s <= interval_s
+        ):
+            where = (*path, "transaction_timeout_s")
+            problems.append(
+                SpecProblem(
+                    line_of(where),
+                    _dotted(where),
+                    f"the transaction timeout ({part.transaction_timeout_s:g} s) must be longer "
+                    f"than checkpointing.interval_s ({interval_s:g} s): transactions are "
+                    "committed on checkpoints, and Kafka aborts one that outlives its timeout",
+                )
+            )
+    return problems
 
 
 def _choose_model(spec: JobSpec, loaded: LoadedYaml, file: str) -> ModelEntry:

@@ -1,0 +1,127 @@
+"""Kafka topics as a source of JSON lines and as sinks of JSON records, via Flink's connector jar.
+
+The source is Flink's `KafkaSource` (record values as strings). The sink is the Kafka
+connector's table sink fed from the DataStream: the PyFlink DataStream `KafkaSink` can only
+serialize a whole element into the record key, while the table sink takes the key from a
+column (`key.fields`), so each JSON record is written as value `raw` bytes under its `key`
+field as the record key — a partition then holds one key's records in the order they
+were written. With `exactly-once` the records go out in Kafka transactions committed when
+the checkpoint covering them completes; `at-least-once` flushes on each checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pyflink.common import Row, Types, WatermarkStrategy
+from pyflink.common.serialization import SimpleStringSchema
+from pyflink.datastream import DataStream, StreamExecutionEnvironment
+
+__all__ = ["add_connector_jar", "kafka_sink", "kafka_source", "record_key"]
+
+Delivery = Literal["exactly-once", "at-least-once"]
+
+
+def add_connector_jar(env: StreamExecutionEnvironment, jar: str) -> None:
+    """Put the flink-sql-connector-kafka jar (a path or URI) on the job's classpath."""
+    env.add_jars(jar if "://" in jar else Path(jar).resolve().as_uri())
+
+
+def kafka_source(
+    env: StreamExecutionEnvironment,
+    *,
+    topics: Sequence[str],
+    bootstrap_servers: str,
+    group_id: str,
+    starting_offsets: str = "committed",
+    properties: Mapping[str, str] | None = None,
+    name: str = "kafka-source",
+) -> DataStream:
+    """Record values of Kafka topics as strings (the connector jar must be added first)."""
+    # Imported late: the classes only load once the connector jar is on the classpath.
+    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+
+    offsets = {
+        "earliest": KafkaOffsetsInitializer.earliest,
+        "latest": KafkaOffsetsInitializer.latest,
+        "committed": KafkaOffsetsInitializer.committed_offsets,
+    }[starting_offsets]()
+    builder = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(bootstrap_servers)
+        .set_topics(*topics)
+        .set_group_id(group_id)
+        .set_starting_offsets(offsets)
+        .set_value_only_deserializer(SimpleStringSchema())
+    )
+    for key, value in (properties or {}).items():
+        builder = builder.set_property(key, value)
+    return env.from_source(
+        builder.build(), WatermarkStrategy.no_watermarks(), name, type_info=Types.STRING()
+    ).uid(name)
+
+
+def record_key(record: str) -> str | None:
+    """The Kafka key of a JSON record: its `key` field as a string (None when absent)."""
+    try:
+        key = json.loads(record).get("key")
+    except (ValueError, AttributeError):
+        return None
+    return None if key is None else str(key)
+
+
+_KEYED = Types.ROW_NAMED(["key", "value"], [Types.STRING(), Types.STRING()])
+
+
+def kafka_sink(
+    stream: DataStream,
+    *,
+    topic: str,
+    bootstrap_servers: str,
+    delivery: Delivery,
+    transactional_id_prefix: str,
+    transaction_timeout_s: float,
+    properties: Mapping[str, str] | None = None,
+    name: str,
+) -> None:
+    """Write each JSON string of `stream` to `topic`, keyed by its `key` field.
+
+    `name` names the keying step and the sink's table (`name` with `-` as `_`);
+    `transactional_id_prefix` must be unique among the jobs writing to the cluster and
+    stable across restarts of this one."""
+    from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
+
+    keyed = stream.map(lambda record: Row(record_key(record), record), output_type=_KEYED)
+    keyed = keyed.name(f"{name}-key").uid(f"{name}-key")
+    t_env = StreamTableEnvironment.create(stream.get_execution_environment())
+    schema = (
+        Schema.new_builder()
+        .column("key", DataTypes.STRING())
+        .column("value", DataTypes.STRING())
+        .build()
+    )
+    descriptor = (
+        TableDescriptor.for_connector("kafka")
+        .schema(schema)
+        .option("topic", topic)
+        .option("properties.bootstrap.servers", bootstrap_servers)
+        .option("key.format", "raw")
+        .option("key.fields", "key")
+        .option("value.format", "raw")
+        .option("value.fields-include", "EXCEPT_KEY")
+        .option("sink.delivery-guarantee", delivery)
+    )
+    if delivery == "exactly-once":
+        descriptor = descriptor.option(
+            "sink.transactional-id-prefix", transactional_id_prefix
+        ).option("properties.transaction.timeout.ms", str(int(transaction_timeout_s * 1000)))
+    for key, value in (properties or {}).items():
+        descriptor = descriptor.option(f"properties.{key}", value)
+    table_name = name.replace("-", "_")
+    t_env.create_temporary_table(table_name, descriptor.build())
+    statements = t_env.create_statement_set()
+    statements.add_insert(table_name, t_env.from_data_stream(keyed))
+    statements.attach_as_datastream()
