@@ -1,0 +1,78 @@
+// Reads and writes Avro container files with Apache Avro for Java (the reference
+// implementation), so the tests can check the event log against it. Records cross to
+// and from Python in Avro's JSON encoding, one record per line.
+//   read  FILE READER.avsc OUT.jsonl        each record of FILE resolved to READER's schema
+//   write SCHEMA.avsc IN.jsonl OUT.avro CODEC   a container file of IN's records
+
+import java.io.BufferedOutputStream;
+import java.io.EOFException;
+import java.io.File;
+import java.io.FileInputStream;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import org.apache.avro.Schema;
+import org.apache.avro.file.CodecFactory;
+import org.apache.avro.file.DataFileReader;
+import org.apache.avro.file.DataFileWriter;
+import org.apache.avro.generic.GenericDatumReader;
+import org.apache.avro.generic.GenericDatumWriter;
+import org.apache.avro.generic.GenericRecord;
+import org.apache.avro.io.Decoder;
+import org.apache.avro.io.DecoderFactory;
+import org.apache.avro.io.EncoderFactory;
+import org.apache.avro.io.JsonEncoder;
+
+public final class AvroInterop {
+    private AvroInterop() {}
+
+    public static void main(String[] args) throws IOException {
+        if (args.length == 4 && args[0].equals("read")) {
+            read(new File(args[1]), parse(args[2]), new File(args[3]));
+        } else if (args.length == 5 && args[0].equals("write")) {
+            write(parse(args[1]), new File(args[2]), new File(args[3]), args[4]);
+        } else {
+            System.err.println("usage: read FILE READER.avsc OUT.jsonl | write SCHEMA.avsc IN.jsonl OUT.avro CODEC");
+            System.exit(2);
+        }
+    }
+
+    private static Schema parse(String path) throws IOException {
+        return new Schema.Parser().parse(new File(path));
+    }
+
+    private static void read(File file, Schema reader, File out) throws IOException {
+        GenericDatumReader<GenericRecord> datumReader = new GenericDatumReader<>(null, reader);
+        GenericDatumWriter<GenericRecord> datumWriter = new GenericDatumWriter<>(reader);
+        try (DataFileReader<GenericRecord> records = new DataFileReader<>(file, datumReader);
+                OutputStream sink = new BufferedOutputStream(new FileOutputStream(out))) {
+            for (GenericRecord record : records) {
+                JsonEncoder encoder = EncoderFactory.get().jsonEncoder(reader, sink);
+                datumWriter.write(record, encoder);
+                encoder.flush();
+                sink.write('\n');
+            }
+        }
+    }
+
+    private static void write(Schema schema, File in, File out, String codec) throws IOException {
+        GenericDatumReader<GenericRecord> datumReader = new GenericDatumReader<>(schema);
+        try (InputStream source = new FileInputStream(in);
+                DataFileWriter<GenericRecord> writer =
+                        new DataFileWriter<>(new GenericDatumWriter<GenericRecord>(schema))) {
+            writer.setCodec(CodecFactory.fromString(codec));
+            writer.create(schema, out);
+            Decoder decoder = DecoderFactory.get().jsonDecoder(schema, source);
+            while (true) {
+                GenericRecord record;
+                try {
+                    record = datumReader.read(null, decoder);
+                } catch (EOFException end) {
+                    break;
+                }
+                writer.append(record);
+            }
+        }
+    }
+}
