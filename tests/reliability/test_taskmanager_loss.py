@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clusters import checkpoint_counts, restarting_cluster, restarts
 from doubles import calls_reply, text_reply
 from e2e_tools import image_bytes
 
@@ -159,20 +160,8 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 @pytest.fixture()
 def cluster(tmp_path: Path) -> Iterator[StandaloneCluster]:
     """JobManager + 2 TaskManagers that restart a failed job; always stopped, even on failure."""
-    conf = {
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": 20,
-        "restart-strategy.fixed-delay.delay": "2 s",
-        # Notice a killed TaskManager in seconds, not after the default 50 s.
-        "heartbeat.interval": 2000,
-        "heartbeat.timeout": 20000,
-    }
-    handle = StandaloneCluster(tmp_path / "cluster", taskmanagers=2, conf=conf)
-    try:
-        yield handle.start(timeout_s=180)
-    finally:
-        handle.stop()
-    assert handle.pids() == [], "cluster processes outlived the test"
+    with restarting_cluster(tmp_path / "cluster") as handle:
+        yield handle
 
 
 def job_state(address: str, job_id: str) -> str | None:
@@ -180,20 +169,6 @@ def job_state(address: str, job_id: str) -> str | None:
         return str(rest_call(address, f"/jobs/{job_id}", timeout_s=10)["state"])
     except (urllib.error.URLError, OSError, ValueError, KeyError):
         return None
-
-
-def restarts(address: str, job_id: str) -> int:
-    """The job's restart count (Flink's `numRestarts` job metric)."""
-    reply = rest_call(address, f"/jobs/{job_id}/metrics?get=numRestarts", timeout_s=10)
-    return int(float(reply[0]["value"])) if reply else 0
-
-
-def checkpoint_counts(address: str, job_id: str) -> dict[str, int]:
-    """The job's checkpoint counts (`completed`, `failed`, `restored`, ...); empty if unknown."""
-    try:
-        return dict(rest_call(address, f"/jobs/{job_id}/checkpoints", timeout_s=10)["counts"])
-    except (urllib.error.URLError, OSError, ValueError, KeyError):
-        return {}
 
 
 def refs_in(value: Any) -> Iterator[MediaRef]:
