@@ -24,6 +24,7 @@ from maven_artifacts import resolve
 from streamagents.connectors.eventlog import EventLogWriter, default_codec
 from streamagents.connectors.media import MediaStore
 from streamagents.jobs._eventlog_commands import _jsonable
+from streamagents.serde import avro_single_object as single_object
 from streamagents.serde.avro import SCHEMA_VERSIONS, schema_json
 from streamagents.serde.chat import TokenUsage
 from streamagents.serde.events import AgentEvent, EventType, new_event
@@ -176,3 +177,35 @@ def test_eventlog_cat_reads_a_file_java_wrote_with_our_schema(
         check=True,
     )
     assert human.stdout.count("key=C-7") == len(expected)
+
+
+def single_object_records(tmp_path: Path, version: int) -> list[dict[str, Any]]:
+    return fastavro_read(written_file(tmp_path, version), schema_json(version))
+
+
+@pytest.mark.parametrize(
+    "written,reader", list(itertools.product(SCHEMA_VERSIONS, SCHEMA_VERSIONS))
+)
+def test_java_decodes_our_single_object_messages_to_every_version(
+    avro_java: AvroJava, tmp_path: Path, written: int, reader: int
+) -> None:
+    records = single_object_records(tmp_path, written)
+    messages = [single_object.encode(record, written) for record in records]
+    writers = [schema_json(version) for version in SCHEMA_VERSIONS]
+    by_java = avro_java.decode_messages(messages, schema_json(reader), writers, tmp_path)
+    ours = [single_object.decode(message, reader) for message in messages]
+    assert len(by_java) == len(ours) == len(EventType) - 1
+    for java_record, python_record in zip(by_java, ours, strict=True):
+        assert differences(python_record, java_record) == [], java_record["event_type"]
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+def test_single_object_messages_java_encodes_are_the_bytes_we_encode(
+    avro_java: AvroJava, tmp_path: Path, version: int
+) -> None:
+    records = single_object_records(tmp_path, version)
+    by_java = avro_java.encode_messages(schema_json(version), records, tmp_path)
+    assert by_java == [single_object.encode(record, version) for record in records]
+    for message, record in zip(by_java, records, strict=True):
+        assert single_object.writer_version(message) == version
+        assert differences(record, single_object.decode(message, version)) == []

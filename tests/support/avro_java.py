@@ -59,3 +59,43 @@ class AvroJava:
         with source.open("w") as lines:
             fastavro.json_writer(lines, fastavro.parse_schema(schema), records)
         self._run("write", str(schema_file), str(source), str(target), codec)
+
+    def decode_messages(
+        self,
+        messages: list[bytes],
+        reader_schema: dict[str, Any],
+        writers: list[dict[str, Any]],
+        work: Path,
+    ) -> list[Any]:
+        """Single-object messages as Java's `BinaryMessageDecoder` resolves them to
+        `reader_schema`, knowing the `writers` schemas, decoded into Python values."""
+        source, schema_file, out = (
+            work / "messages.hex",
+            work / "reader.avsc",
+            work / "java-decoded.jsonl",
+        )
+        source.write_text("".join(message.hex() + "\n" for message in messages))
+        schema_file.write_text(json.dumps(reader_schema))
+        writer_files = []
+        for index, writer in enumerate(writers):
+            writer_file = work / f"writer-{index}.avsc"
+            writer_file.write_text(json.dumps(writer))
+            writer_files.append(str(writer_file))
+        self._run("decode-messages", str(source), str(schema_file), str(out), *writer_files)
+        with out.open() as lines:
+            return list(fastavro.json_reader(lines, fastavro.parse_schema(reader_schema)))
+
+    def encode_messages(
+        self, schema: dict[str, Any], records: list[Any], work: Path
+    ) -> list[bytes]:
+        """`records` as single-object messages written by Java's `BinaryMessageEncoder`."""
+        schema_file, source, out = (
+            work / "writer.avsc",
+            work / "java-encode.jsonl",
+            work / "java.hex",
+        )
+        schema_file.write_text(json.dumps(schema))
+        with source.open("w") as lines:
+            fastavro.json_writer(lines, fastavro.parse_schema(schema), records)
+        self._run("encode-messages", str(schema_file), str(source), str(out))
+        return [bytes.fromhex(line) for line in out.read_text().split()]
