@@ -7,6 +7,8 @@ column (`key.fields`), so each JSON record is written as value `raw` bytes under
 field as the record key — a partition then holds one key's records in the order they
 were written. With `exactly-once` the records go out in Kafka transactions committed when
 the checkpoint covering them completes; `at-least-once` flushes on each checkpoint.
+`kafka_keyed_sink` writes rows that carry their key already, with text or bytes values
+(the event log's Avro single-object messages).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pyflink.common import Row, Types, WatermarkStrategy
 from pyflink.common.serialization import SimpleStringSchema
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
-__all__ = ["add_connector_jar", "kafka_sink", "kafka_source", "record_key"]
+__all__ = ["add_connector_jar", "kafka_keyed_sink", "kafka_sink", "kafka_source", "record_key"]
 
 Delivery = Literal["exactly-once", "at-least-once"]
 
@@ -73,7 +75,7 @@ def record_key(record: str) -> str | None:
     return None if key is None else str(key)
 
 
-_KEYED = Types.ROW_NAMED(["key", "value"], [Types.STRING(), Types.STRING()])
+_KEYED_TEXT = Types.ROW_NAMED(["key", "value"], [Types.STRING(), Types.STRING()])
 
 
 def kafka_sink(
@@ -89,18 +91,44 @@ def kafka_sink(
 ) -> None:
     """Write each JSON string of `stream` to `topic`, keyed by its `key` field.
 
-    `name` names the keying step and the sink's table (`name` with `-` as `_`);
-    `transactional_id_prefix` must be unique among the jobs writing to the cluster and
-    stable across restarts of this one."""
+    `name` names the keying step (`<name>-key`) and the sink's table (`name` with `-` as
+    `_`); `transactional_id_prefix` must be unique among the jobs writing to the cluster
+    and stable across restarts of this one."""
+    keyed = stream.map(lambda record: Row(record_key(record), record), output_type=_KEYED_TEXT)
+    kafka_keyed_sink(
+        keyed.name(f"{name}-key").uid(f"{name}-key"),
+        binary=False,
+        topic=topic,
+        bootstrap_servers=bootstrap_servers,
+        delivery=delivery,
+        transactional_id_prefix=transactional_id_prefix,
+        transaction_timeout_s=transaction_timeout_s,
+        properties=properties,
+        name=name,
+    )
+
+
+def kafka_keyed_sink(
+    rows: DataStream,
+    *,
+    binary: bool,
+    topic: str,
+    bootstrap_servers: str,
+    delivery: Delivery,
+    transactional_id_prefix: str,
+    transaction_timeout_s: float,
+    properties: Mapping[str, str] | None = None,
+    name: str,
+) -> None:
+    """Write rows `(key: STRING, value: STRING, or BYTES when binary)` to `topic`: the key
+    (may be None) as the record key, the value as the record value, both raw."""
     from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
 
-    keyed = stream.map(lambda record: Row(record_key(record), record), output_type=_KEYED)
-    keyed = keyed.name(f"{name}-key").uid(f"{name}-key")
-    t_env = StreamTableEnvironment.create(stream.get_execution_environment())
+    t_env = StreamTableEnvironment.create(rows.get_execution_environment())
     schema = (
         Schema.new_builder()
         .column("key", DataTypes.STRING())
-        .column("value", DataTypes.STRING())
+        .column("value", DataTypes.BYTES() if binary else DataTypes.STRING())
         .build()
     )
     descriptor = (
@@ -123,5 +151,5 @@ def kafka_sink(
     table_name = name.replace("-", "_")
     t_env.create_temporary_table(table_name, descriptor.build())
     statements = t_env.create_statement_set()
-    statements.add_insert(table_name, t_env.from_data_stream(keyed))
+    statements.add_insert(table_name, t_env.from_data_stream(rows))
     statements.attach_as_datastream()

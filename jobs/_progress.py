@@ -135,8 +135,11 @@ def summary(spec: JobSpec, state: str, seconds: float, last: Progress | None) ->
         lines.append(f"  dead letters  {len(read_jsonl(dead_sink.path))}  -> {dead_sink.path}")
     elif last is not None and last.dead_letters is not None:
         lines.append(f"  dead letters  {last.dead_letters}  -> {dead_sink.describe()}")
-    if spec.event_log is not None and spec.event_log.level != "off":
-        log_dir = Path(spec.event_log.path)
+    event_log = spec.event_log
+    if event_log is not None and event_log.level != "off" and event_log.kafka is not None:
+        lines.append(f"  event log     -> {event_log.describe()}")
+    elif event_log is not None and event_log.level != "off":
+        log_dir = Path(str(event_log.path))
         files = [p for p in log_dir.rglob("*") if p.is_file() and not p.name.startswith(".")]
         lines.append(
             f"  event log     {len(files)} file(s)  -> {log_dir}"

@@ -1,7 +1,8 @@
 """The job builder: the only place a validated spec meets `StreamExecutionEnvironment`.
 
 source (JSONL files or Kafka) -> agent operator (parse, key_by, agent) -> outputs / dead
-letters (JSONL files or Kafka topics, exactly once) and events (the Avro event log).
+letters (JSONL files or Kafka topics, exactly once) and events (the Avro event log, in
+files or as single-object messages on a topic).
 Operator names are fixed (`source`, `outputs`, `dead-letters`) so progress reporting can
 find their metrics.
 """
@@ -16,13 +17,20 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from streamagents.connectors.connector_jars import cached_jar
 from streamagents.connectors.files import jsonl_sink, jsonl_source
-from streamagents.connectors.kafka import add_connector_jar, kafka_sink, kafka_source
+from streamagents.connectors.kafka import (
+    add_connector_jar,
+    kafka_keyed_sink,
+    kafka_sink,
+    kafka_source,
+)
+from streamagents.jobs._eventlog_topic import MESSAGE_TYPE, EventMessages
 from streamagents.jobs.spec import JobSpec, LoadedSpec, SinkSpec, kafka_parts
 from streamagents.operators.agent import AgentConfig, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment, sink_event_log
 
 __all__ = [
     "DEAD_LETTERS_NAME",
+    "EVENT_LOG_NAME",
     "OUTPUTS_NAME",
     "SOURCE_NAME",
     "agent_config",
@@ -33,6 +41,7 @@ __all__ = [
 SOURCE_NAME = "source"
 OUTPUTS_NAME = "outputs"
 DEAD_LETTERS_NAME = "dead-letters"
+EVENT_LOG_NAME = "event-log"
 
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
@@ -145,6 +154,24 @@ def build_job(env: StreamExecutionEnvironment, loaded: LoadedSpec, model: ModelS
         name=DEAD_LETTERS_NAME,
     )
     event_log = spec.event_log
-    if event_log is not None:  # level "off" writes nothing
-        rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
-        sink_event_log(streams.events, event_log.path, level=event_log.level, **rolling)
+    if event_log is None or event_log.level == "off":
+        return
+    if event_log.kafka is not None:
+        kafka = event_log.kafka
+        messages = streams.events.map(EventMessages(event_log.level), output_type=MESSAGE_TYPE)
+        kafka_keyed_sink(
+            messages.name(f"{EVENT_LOG_NAME}-encode").uid(f"{EVENT_LOG_NAME}-encode"),
+            binary=True,
+            topic=kafka.topic,
+            bootstrap_servers=kafka.bootstrap_servers,
+            delivery=kafka.delivery,
+            transactional_id_prefix=kafka.transactional_id_prefix
+            or f"{spec.name}-{EVENT_LOG_NAME}",
+            transaction_timeout_s=kafka.transaction_timeout_s,
+            properties=kafka.properties,
+            name=EVENT_LOG_NAME,
+        )
+        return
+    assert event_log.path is not None  # EventLogSpec guarantees a path or a topic
+    rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
+    sink_event_log(streams.events, event_log.path, level=event_log.level, **rolling)

@@ -219,18 +219,6 @@ class AgentSpec(_SpecModel):
     )
 
 
-class EventLogSpec(_SpecModel):
-    """Where and how much of each run the event log records (Avro files)."""
-
-    path: LocalPath = Field(description="Local directory of the event-log files (no URI).")
-    level: Literal["off", "standard", "verbose"] = Field(
-        default="standard",
-        description="standard keeps a bounded prefix of long texts, verbose keeps all, off none.",
-    )
-    roll_bytes: int | None = Field(default=None, ge=1, description="Roll a file at this size.")
-    roll_seconds: float | None = Field(default=None, gt=0, description="Roll after this long.")
-
-
 class KafkaSinkSpec(_SpecModel):
     """A Kafka topic written through Flink's Kafka sink, records keyed by the agent key."""
 
@@ -261,6 +249,39 @@ class KafkaSinkSpec(_SpecModel):
         for name, value in super().__repr_args__():
             # Properties may hold ${ENV} secrets (sasl.jaas.config...): show names only.
             yield name, (sorted(value) if name == "properties" else value)
+
+
+class EventLogSpec(_SpecModel):
+    """Where and how much of each run the event log records: Avro files in a local
+    directory (`path`) or Avro single-object messages on a Kafka topic (`kafka`)."""
+
+    path: LocalPath | None = Field(
+        default=None, description="Local directory of the event-log files (no URI)."
+    )
+    kafka: KafkaSinkSpec | None = Field(
+        default=None, description="A Kafka topic of Avro single-object messages."
+    )
+    level: Literal["off", "standard", "verbose"] = Field(
+        default="standard",
+        description="standard keeps a bounded prefix of long texts, verbose keeps all, off none.",
+    )
+    roll_bytes: int | None = Field(default=None, ge=1, description="Roll a file at this size.")
+    roll_seconds: float | None = Field(default=None, gt=0, description="Roll after this long.")
+
+    @model_validator(mode="after")
+    def _path_or_topic(self) -> EventLogSpec:
+        given = [name for name in ("path", "kafka") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"expected exactly one of 'path' or 'kafka', got {', '.join(given) or 'none'}"
+            )
+        if self.kafka is not None and (self.roll_bytes or self.roll_seconds):
+            raise ValueError("roll_bytes and roll_seconds apply to event-log files, not a topic")
+        return self
+
+    def describe(self) -> str:
+        """Where the events go, for a person: the directory, or `kafka topic T`."""
+        return f"kafka topic {self.kafka.topic}" if self.kafka is not None else str(self.path)
 
 
 class SinkSpec(_SpecModel):
@@ -429,7 +450,7 @@ def check_runnable(loaded: LoadedSpec) -> None:
 
 
 def kafka_parts(spec: JobSpec) -> dict[FieldPath, KafkaSourceSpec | KafkaSinkSpec]:
-    """The spec's Kafka source and sinks by their path in the YAML."""
+    """The spec's Kafka source and sinks (event log included) by their path in the YAML."""
     parts: dict[FieldPath, KafkaSourceSpec | KafkaSinkSpec] = {}
     if spec.source.kafka is not None:
         parts["source", "kafka"] = spec.source.kafka
@@ -437,6 +458,8 @@ def kafka_parts(spec: JobSpec) -> dict[FieldPath, KafkaSourceSpec | KafkaSinkSpe
         sink = getattr(spec.sinks, name).kafka
         if sink is not None:
             parts["sinks", name, "kafka"] = sink
+    if spec.event_log is not None and spec.event_log.kafka is not None:
+        parts["event_log", "kafka"] = spec.event_log.kafka
     return parts
 
 

@@ -178,3 +178,36 @@ def test_connector_table_digests_are_sha256_hex() -> None:
             assert isinstance(jar, ConnectorJar)
             assert len(jar.sha256) == len(hashlib.sha256().hexdigest())
             int(jar.sha256, 16)
+
+
+def test_the_event_log_goes_to_a_directory_or_a_topic(tmp_path: Path, jar_cache: Path) -> None:
+    cache_a_jar(jar_cache)
+    text = KAFKA_JOB + "event_log:\n  kafka: {topic: events, bootstrap_servers: broker:9092}\n"
+    loaded = load_spec(write(tmp_path, text), ENV)
+    event_log = loaded.spec.event_log
+    assert event_log is not None and event_log.path is None
+    assert event_log.describe() == "kafka topic events" and event_log.level == "standard"
+    check_runnable(loaded)
+    both = text + "  path: out/events\n"
+    with pytest.raises(SpecError, match="event_log: expected exactly one of 'path' or 'kafka'"):
+        load_spec(write(tmp_path, both), ENV)
+    rolled = text + "  roll_bytes: 1000\n"
+    with pytest.raises(SpecError, match="roll_bytes and roll_seconds apply to event-log files"):
+        load_spec(write(tmp_path, rolled), ENV)
+
+
+def test_an_event_log_topic_needs_the_jar_too(tmp_path: Path, jar_cache: Path) -> None:
+    text = """\
+    name: files-in-events-out
+    source: {files: {path: in}}
+    key: customer.id
+    agent:
+      model: {provider: gemini, model: gemini-2.5-flash, options: {api_key: "${GEMINI_API_KEY}"}}
+    sinks:
+      outputs: {path: out/answers}
+      dead_letters: {path: out/dead}
+    event_log:
+      kafka: {topic: events, bootstrap_servers: broker:9092}
+    """
+    with pytest.raises(SpecError, match=r":10: event_log\.kafka: no Kafka connector jar in the"):
+        check_runnable(load_spec(write(tmp_path, text), ENV))

@@ -3,12 +3,13 @@
 A real broker (session fixture) holds a 3-partition input topic. A producer writes inputs
 keyed by customer (some with an inline PNG, some malformed: not JSON, or without the
 key). `streamagents run` reads them with `starting_offsets: earliest`, answers through the
-demo model (the loopback stub's scripted Gemini double) and writes outputs and dead
-letters to topics exactly once. When every answer of the first batch is committed, the
-job is stopped with a savepoint; a second batch is written and the job resumes from the
-savepoint. A `read_committed` consumer then finds exactly one output per input id, one
-dead letter per malformed record, each key's outputs in input order in one partition,
-and the source's consumer group with no lag.
+demo model (the loopback stub's scripted Gemini double) and writes outputs, dead letters
+and the event log (Avro single-object messages) to topics exactly once. When every answer
+of the first batch is committed, the job is stopped with a savepoint; a second batch is
+written and the job resumes from the savepoint. A `read_committed` consumer then finds
+exactly one output per input id, one dead letter per malformed record, each key's outputs
+in input order in one partition, the source's consumer group with no lag, and each run's
+events once, readable under every schema version.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ import yaml
 from cli_jobs import savepoint, start_run, wait_for
 from e2e_tools import image_bytes
 from kafka_broker import KafkaBroker
-from kafka_tools import TopicRecord, committed_lag, produce, read_topic
+from kafka_tools import TopicRecord, committed_lag, produce, read_topic, read_topic_bytes
+
+from streamagents.serde import avro_single_object
+from streamagents.serde.avro import SCHEMA_VERSIONS
 
 KEYS = 12
 FIRST, SECOND = 160, 80  # good inputs in the first and second batch
@@ -85,6 +89,10 @@ def write_spec(directory: Path, broker: KafkaBroker, topics: dict[str, str]) -> 
             "max_in_flight": 16,
         },
         "media_store": "media",
+        "event_log": {
+            "kafka": {"topic": topics["events"], "bootstrap_servers": servers},
+            "level": "standard",
+        },
         "sinks": {
             "outputs": {
                 "kafka": {
@@ -113,7 +121,12 @@ def kafka_run(
 ) -> dict[str, Any]:
     """Run the job over two batches with a savepoint between; returns what the topics hold."""
     workdir = tmp_path_factory.mktemp("kafka-job")
-    topics = {"inputs": "e2e-inputs", "outputs": "e2e-answers", "dead": "e2e-dead-letters"}
+    topics = {
+        "inputs": "e2e-inputs",
+        "outputs": "e2e-answers",
+        "dead": "e2e-dead-letters",
+        "events": "e2e-events",
+    }
     for topic in topics.values():
         kafka_broker.create_topic(topic, PARTITIONS)
     servers = kafka_broker.bootstrap_servers
@@ -146,6 +159,7 @@ def kafka_run(
     return {
         "outputs": read_topic(servers, topics["outputs"]),
         "dead": read_topic(servers, topics["dead"]),
+        "events": read_topic_bytes(servers, topics["events"]),
         "after_first": after_first,
         "malformed": malformed | more_malformed,
         "lag": committed_lag(servers, "kafka-e2e", topics["inputs"]),
@@ -195,3 +209,24 @@ def test_outputs_are_keyed_by_customer_and_each_key_keeps_input_order(
 
 def test_the_source_group_has_committed_every_input(kafka_run: dict[str, Any]) -> None:
     assert kafka_run["lag"] == 0
+
+
+def test_the_event_log_topic_holds_each_run_once_readable_under_every_version(
+    kafka_run: dict[str, Any],
+) -> None:
+    messages = kafka_run["events"]
+    assert messages and all(m.value[:2] == avro_single_object.MARKER for m in messages)
+    for version in SCHEMA_VERSIONS:
+        records = [avro_single_object.decode(m.value, version) for m in messages]
+        assert len({r["event_id"] for r in records}) == len(records)
+        assert all(m.key == r["key"] for m, r in zip(messages, records, strict=True))
+        outputs = Counter(
+            r["payload"]["attributes"]["input_id"] for r in records if r["event_type"] == "output"
+        )
+        assert sorted(outputs) == [f"in-{n:04d}" for n in range(FIRST + SECOND)]
+        assert set(outputs.values()) == {1}
+    runs: dict[str, list[int]] = defaultdict(list)
+    for message in sorted(messages, key=lambda m: (m.partition, m.offset)):
+        record = avro_single_object.decode(message.value)
+        runs[record["run_id"]].append(record["sequence"])
+    assert all(sequences == sorted(sequences) for sequences in runs.values())

@@ -13,9 +13,26 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-__all__ = ["TopicRecord", "committed_lag", "produce", "read_topic"]
+__all__ = [
+    "BinaryRecord",
+    "TopicRecord",
+    "committed_lag",
+    "produce",
+    "read_topic",
+    "read_topic_bytes",
+]
 
 _LOG = logging.getLogger("kafka-test-client")
+
+
+@dataclass(frozen=True)
+class BinaryRecord:
+    """One record read back, its value as bytes."""
+
+    partition: int
+    offset: int
+    key: str | None
+    value: bytes
 
 
 @dataclass(frozen=True)
@@ -67,7 +84,17 @@ def _partitions(consumer: Consumer, topic: str) -> list[int]:
 def read_topic(bootstrap_servers: str, topic: str, timeout_s: float = 60.0) -> list[TopicRecord]:
     """Every committed record of `topic`, from the start to the last stable offset of each
     partition, as a `read_committed` consumer sees it (aborted and open transactions'
-    records are skipped)."""
+    records are skipped); values as text."""
+    return [
+        TopicRecord(r.partition, r.offset, r.key, r.value.decode("utf-8"))
+        for r in read_topic_bytes(bootstrap_servers, topic, timeout_s)
+    ]
+
+
+def read_topic_bytes(
+    bootstrap_servers: str, topic: str, timeout_s: float = 60.0
+) -> list[BinaryRecord]:
+    """`read_topic`, values as bytes."""
     consumer = _consumer(
         bootstrap_servers,
         f"reader-{uuid.uuid4().hex}",
@@ -90,11 +117,11 @@ def read_topic(bootstrap_servers: str, topic: str, timeout_s: float = 60.0) -> l
                 raise RuntimeError(f"reading {topic}: {error}")
             key = message.key()
             records.append(
-                TopicRecord(
+                BinaryRecord(
                     partition=message.partition(),
                     offset=message.offset(),
                     key=None if key is None else key.decode("utf-8"),
-                    value=message.value().decode("utf-8"),
+                    value=message.value(),
                 )
             )
         if pending:
