@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -22,7 +23,14 @@ from pyflink.common import Row, Types, WatermarkStrategy
 from pyflink.common.serialization import SimpleStringSchema
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
-__all__ = ["add_connector_jar", "kafka_keyed_sink", "kafka_sink", "kafka_source", "record_key"]
+__all__ = [
+    "KafkaTopic",
+    "add_connector_jar",
+    "kafka_keyed_sink",
+    "kafka_sink",
+    "kafka_source",
+    "record_key",
+]
 
 Delivery = Literal["exactly-once", "at-least-once"]
 
@@ -78,49 +86,33 @@ def record_key(record: str) -> str | None:
 _KEYED_TEXT = Types.ROW_NAMED(["key", "value"], [Types.STRING(), Types.STRING()])
 
 
-def kafka_sink(
-    stream: DataStream,
-    *,
-    topic: str,
-    bootstrap_servers: str,
-    delivery: Delivery,
-    transactional_id_prefix: str,
-    transaction_timeout_s: float,
-    properties: Mapping[str, str] | None = None,
-    name: str,
-) -> None:
-    """Write each JSON string of `stream` to `topic`, keyed by its `key` field.
+@dataclass(frozen=True)
+class KafkaTopic:
+    """Where and how a sink writes: the topic, the cluster, the delivery guarantee and its
+    transaction settings, and further producer properties.
+
+    `transactional_id_prefix` must be unique among the jobs writing to the cluster and
+    stable across restarts of this one (exactly-once only)."""
+
+    topic: str
+    bootstrap_servers: str
+    delivery: Delivery
+    transactional_id_prefix: str
+    transaction_timeout_s: float
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+def kafka_sink(stream: DataStream, target: KafkaTopic, *, name: str) -> None:
+    """Write each JSON string of `stream` to `target`, keyed by its `key` field.
 
     `name` names the keying step (`<name>-key`) and the sink's table (`name` with `-` as
-    `_`); `transactional_id_prefix` must be unique among the jobs writing to the cluster
-    and stable across restarts of this one."""
+    `_`)."""
     keyed = stream.map(lambda record: Row(record_key(record), record), output_type=_KEYED_TEXT)
-    kafka_keyed_sink(
-        keyed.name(f"{name}-key").uid(f"{name}-key"),
-        binary=False,
-        topic=topic,
-        bootstrap_servers=bootstrap_servers,
-        delivery=delivery,
-        transactional_id_prefix=transactional_id_prefix,
-        transaction_timeout_s=transaction_timeout_s,
-        properties=properties,
-        name=name,
-    )
+    kafka_keyed_sink(keyed.name(f"{name}-key").uid(f"{name}-key"), target, binary=False, name=name)
 
 
-def kafka_keyed_sink(
-    rows: DataStream,
-    *,
-    binary: bool,
-    topic: str,
-    bootstrap_servers: str,
-    delivery: Delivery,
-    transactional_id_prefix: str,
-    transaction_timeout_s: float,
-    properties: Mapping[str, str] | None = None,
-    name: str,
-) -> None:
-    """Write rows `(key: STRING, value: STRING, or BYTES when binary)` to `topic`: the key
+def kafka_keyed_sink(rows: DataStream, target: KafkaTopic, *, binary: bool, name: str) -> None:
+    """Write rows `(key: STRING, value: STRING, or BYTES when binary)` to `target`: the key
     (may be None) as the record key, the value as the record value, both raw."""
     from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
 
@@ -134,19 +126,20 @@ def kafka_keyed_sink(
     descriptor = (
         TableDescriptor.for_connector("kafka")
         .schema(schema)
-        .option("topic", topic)
-        .option("properties.bootstrap.servers", bootstrap_servers)
+        .option("topic", target.topic)
+        .option("properties.bootstrap.servers", target.bootstrap_servers)
         .option("key.format", "raw")
         .option("key.fields", "key")
         .option("value.format", "raw")
         .option("value.fields-include", "EXCEPT_KEY")
-        .option("sink.delivery-guarantee", delivery)
+        .option("sink.delivery-guarantee", target.delivery)
     )
-    if delivery == "exactly-once":
+    if target.delivery == "exactly-once":
+        timeout_ms = str(int(target.transaction_timeout_s * 1000))
         descriptor = descriptor.option(
-            "sink.transactional-id-prefix", transactional_id_prefix
-        ).option("properties.transaction.timeout.ms", str(int(transaction_timeout_s * 1000)))
-    for key, value in (properties or {}).items():
+            "sink.transactional-id-prefix", target.transactional_id_prefix
+        ).option("properties.transaction.timeout.ms", timeout_ms)
+    for key, value in target.properties.items():
         descriptor = descriptor.option(f"properties.{key}", value)
     table_name = name.replace("-", "_")
     t_env.create_temporary_table(table_name, descriptor.build())

@@ -18,13 +18,14 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from streamagents.connectors.connector_jars import cached_jar
 from streamagents.connectors.files import jsonl_sink, jsonl_source
 from streamagents.connectors.kafka import (
+    KafkaTopic,
     add_connector_jar,
     kafka_keyed_sink,
     kafka_sink,
     kafka_source,
 )
 from streamagents.jobs._eventlog_topic import MESSAGE_TYPE, EventMessages
-from streamagents.jobs.spec import JobSpec, LoadedSpec, SinkSpec, kafka_parts
+from streamagents.jobs.spec import JobSpec, KafkaSinkSpec, LoadedSpec, SinkSpec, kafka_parts
 from streamagents.operators.agent import AgentConfig, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment, sink_event_log
 
@@ -121,22 +122,24 @@ def _source(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
     return kafka_source(env, **settings, name=SOURCE_NAME)
 
 
-def _sink(stream: DataStream, spec: JobSpec, sink: SinkSpec, *, prefix: str, name: str) -> None:
-    kafka = sink.kafka
-    if kafka is None:
-        assert sink.path is not None  # SinkSpec guarantees exactly one
-        jsonl_sink(stream, sink.path, prefix=prefix, name=name)
-        return
-    kafka_sink(
-        stream,
+def _kafka_topic(kafka: KafkaSinkSpec, spec: JobSpec, name: str) -> KafkaTopic:
+    """A Kafka sink's settings; the transactional id prefix defaults to `<job>-<name>`."""
+    return KafkaTopic(
         topic=kafka.topic,
         bootstrap_servers=kafka.bootstrap_servers,
         delivery=kafka.delivery,
         transactional_id_prefix=kafka.transactional_id_prefix or f"{spec.name}-{name}",
         transaction_timeout_s=kafka.transaction_timeout_s,
         properties=kafka.properties,
-        name=name,
     )
+
+
+def _sink(stream: DataStream, spec: JobSpec, sink: SinkSpec, *, prefix: str, name: str) -> None:
+    if sink.kafka is not None:
+        kafka_sink(stream, _kafka_topic(sink.kafka, spec, name), name=name)
+        return
+    assert sink.path is not None  # SinkSpec guarantees a path or a topic
+    jsonl_sink(stream, sink.path, prefix=prefix, name=name)
 
 
 def build_job(env: StreamExecutionEnvironment, loaded: LoadedSpec, model: ModelSpec) -> None:
@@ -157,18 +160,11 @@ def build_job(env: StreamExecutionEnvironment, loaded: LoadedSpec, model: ModelS
     if event_log is None or event_log.level == "off":
         return
     if event_log.kafka is not None:
-        kafka = event_log.kafka
         messages = streams.events.map(EventMessages(event_log.level), output_type=MESSAGE_TYPE)
         kafka_keyed_sink(
             messages.name(f"{EVENT_LOG_NAME}-encode").uid(f"{EVENT_LOG_NAME}-encode"),
+            _kafka_topic(event_log.kafka, spec, EVENT_LOG_NAME),
             binary=True,
-            topic=kafka.topic,
-            bootstrap_servers=kafka.bootstrap_servers,
-            delivery=kafka.delivery,
-            transactional_id_prefix=kafka.transactional_id_prefix
-            or f"{spec.name}-{EVENT_LOG_NAME}",
-            transaction_timeout_s=kafka.transaction_timeout_s,
-            properties=kafka.properties,
             name=EVENT_LOG_NAME,
         )
         return

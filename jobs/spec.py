@@ -95,6 +95,13 @@ LocalPath = Annotated[
 class _SpecModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
+    def _exactly_one_of(self, *names: str) -> None:
+        """Raise unless exactly one of the fields `names` is set."""
+        given = [name for name in names if getattr(self, name) is not None]
+        if len(given) != 1:
+            choices = " or ".join(repr(name) for name in names)
+            raise ValueError(f"expected exactly one of {choices}, got {', '.join(given) or 'none'}")
+
 
 class FilesSourceSpec(_SpecModel):
     """JSONL input files: one file, or every file in a directory (optionally watched)."""
@@ -142,11 +149,7 @@ class SourceSpec(_SpecModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SourceSpec:
-        given = [name for name in ("files", "kafka") if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise ValueError(
-                f"expected exactly one of 'files' or 'kafka', got {', '.join(given) or 'none'}"
-            )
+        self._exactly_one_of("files", "kafka")
         return self
 
 
@@ -270,11 +273,7 @@ class EventLogSpec(_SpecModel):
 
     @model_validator(mode="after")
     def _path_or_topic(self) -> EventLogSpec:
-        given = [name for name in ("path", "kafka") if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise ValueError(
-                f"expected exactly one of 'path' or 'kafka', got {', '.join(given) or 'none'}"
-            )
+        self._exactly_one_of("path", "kafka")
         if self.kafka is not None and (self.roll_bytes or self.roll_seconds):
             raise ValueError("roll_bytes and roll_seconds apply to event-log files, not a topic")
         return self
@@ -295,11 +294,7 @@ class SinkSpec(_SpecModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SinkSpec:
-        given = [name for name in ("path", "kafka") if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise ValueError(
-                f"expected exactly one of 'path' or 'kafka', got {', '.join(given) or 'none'}"
-            )
+        self._exactly_one_of("path", "kafka")
         return self
 
     def describe(self) -> str:

@@ -25,7 +25,15 @@ import yaml
 from cli_jobs import savepoint, start_run, wait_for
 from e2e_tools import image_bytes
 from kafka_broker import KafkaBroker
-from kafka_tools import TopicRecord, committed_lag, produce, read_topic, read_topic_bytes
+from kafka_tools import (
+    TopicRecord,
+    committed_lag,
+    kafka_sinks,
+    kafka_source,
+    produce,
+    read_topic,
+    read_topic_bytes,
+)
 
 from streamagents.serde import avro_single_object
 from streamagents.serde.avro import SCHEMA_VERSIONS
@@ -70,14 +78,7 @@ def write_spec(directory: Path, broker: KafkaBroker, topics: dict[str, str]) -> 
     servers = broker.bootstrap_servers
     spec = {
         "name": "kafka-e2e",
-        "source": {
-            "kafka": {
-                "topics": [topics["inputs"]],
-                "bootstrap_servers": servers,
-                "group_id": "kafka-e2e",
-                "starting_offsets": "earliest",
-            }
-        },
+        "source": kafka_source(servers, topics["inputs"], "kafka-e2e"),
         "key": "customer.id",
         "agent": {
             "model": {
@@ -93,16 +94,7 @@ def write_spec(directory: Path, broker: KafkaBroker, topics: dict[str, str]) -> 
             "kafka": {"topic": topics["events"], "bootstrap_servers": servers},
             "level": "standard",
         },
-        "sinks": {
-            "outputs": {
-                "kafka": {
-                    "topic": topics["outputs"],
-                    "bootstrap_servers": servers,
-                    "transaction_timeout_s": 120,
-                }
-            },
-            "dead_letters": {"kafka": {"topic": topics["dead"], "bootstrap_servers": servers}},
-        },
+        "sinks": kafka_sinks(servers, topics["outputs"], topics["dead"]),
         "parallelism": 2,
         "checkpointing": {"interval_s": 1, "dir": "checkpoints"},
     }

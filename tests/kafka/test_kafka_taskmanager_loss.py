@@ -29,7 +29,7 @@ from cli_jobs import CLI, demo_env
 from clusters import checkpoint_counts, restarting_cluster, restarts
 from doubles import text_reply
 from kafka_broker import KafkaBroker
-from kafka_tools import committed_lag, produce, read_topic
+from kafka_tools import committed_lag, kafka_sinks, kafka_source, produce, read_topic
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.jobs._progress import job_state
@@ -66,14 +66,7 @@ def write_spec(folder: Path, broker: KafkaBroker, stub_url: str, topics: dict[st
     servers = broker.bootstrap_servers
     spec = {
         "name": "kafka-taskmanager-loss",
-        "source": {
-            "kafka": {
-                "topics": [topics["inputs"]],
-                "bootstrap_servers": servers,
-                "group_id": "kafka-tm-loss",
-                "starting_offsets": "earliest",
-            }
-        },
+        "source": kafka_source(servers, topics["inputs"], "kafka-tm-loss"),
         "key": "customer.id",
         "agent": {
             "model": {
@@ -85,16 +78,7 @@ def write_spec(folder: Path, broker: KafkaBroker, stub_url: str, topics: dict[st
             "max_in_flight": 32,
         },
         "media_store": str(folder / "media"),
-        "sinks": {
-            "outputs": {
-                "kafka": {
-                    "topic": topics["outputs"],
-                    "bootstrap_servers": servers,
-                    "transaction_timeout_s": 120,
-                }
-            },
-            "dead_letters": {"kafka": {"topic": topics["dead"], "bootstrap_servers": servers}},
-        },
+        "sinks": kafka_sinks(servers, topics["outputs"], topics["dead"]),
         "parallelism": 2,
         "checkpointing": {"interval_s": 1, "dir": str(folder / "checkpoints")},
     }

@@ -17,6 +17,8 @@ __all__ = [
     "BinaryRecord",
     "TopicRecord",
     "committed_lag",
+    "kafka_sinks",
+    "kafka_source",
     "produce",
     "read_topic",
     "read_topic_bytes",
@@ -145,3 +147,26 @@ def committed_lag(bootstrap_servers: str, group: str, topic: str) -> int:
         return lag
     finally:
         consumer.close()
+
+
+def kafka_sinks(servers: str, outputs: str, dead_letters: str) -> dict[str, Any]:
+    """A spec's `sinks`: outputs and dead letters to topics, exactly once (the default),
+    with a 2-minute transaction timeout on the outputs."""
+    return {
+        "outputs": {
+            "kafka": {"topic": outputs, "bootstrap_servers": servers, "transaction_timeout_s": 120}
+        },
+        "dead_letters": {"kafka": {"topic": dead_letters, "bootstrap_servers": servers}},
+    }
+
+
+def kafka_source(servers: str, topic: str, group: str) -> dict[str, Any]:
+    """A spec's `source`: one topic read from its earliest offset by consumer group `group`."""
+    return {
+        "kafka": {
+            "topics": [topic],
+            "bootstrap_servers": servers,
+            "group_id": group,
+            "starting_offsets": "earliest",
+        }
+    }

@@ -19,7 +19,9 @@ import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.util.ArrayList;
 import java.util.HexFormat;
+import java.util.List;
 import org.apache.avro.Schema;
 import org.apache.avro.file.CodecFactory;
 import org.apache.avro.file.DataFileReader;
@@ -71,21 +73,27 @@ public final class AvroInterop {
         }
     }
 
-    private static void write(Schema schema, File in, File out, String codec) throws IOException {
+    private static List<GenericRecord> jsonRecords(Schema schema, File in) throws IOException {
         GenericDatumReader<GenericRecord> datumReader = new GenericDatumReader<>(schema);
-        try (InputStream source = new FileInputStream(in);
-                DataFileWriter<GenericRecord> writer =
-                        new DataFileWriter<>(new GenericDatumWriter<GenericRecord>(schema))) {
-            writer.setCodec(CodecFactory.fromString(codec));
-            writer.create(schema, out);
+        List<GenericRecord> records = new ArrayList<>();
+        try (InputStream source = new FileInputStream(in)) {
             Decoder decoder = DecoderFactory.get().jsonDecoder(schema, source);
             while (true) {
-                GenericRecord record;
                 try {
-                    record = datumReader.read(null, decoder);
+                    records.add(datumReader.read(null, decoder));
                 } catch (EOFException end) {
-                    break;
+                    return records;
                 }
+            }
+        }
+    }
+
+    private static void write(Schema schema, File in, File out, String codec) throws IOException {
+        try (DataFileWriter<GenericRecord> writer =
+                new DataFileWriter<>(new GenericDatumWriter<GenericRecord>(schema))) {
+            writer.setCodec(CodecFactory.fromString(codec));
+            writer.create(schema, out);
+            for (GenericRecord record : jsonRecords(schema, in)) {
                 writer.append(record);
             }
         }
@@ -116,22 +124,12 @@ public final class AvroInterop {
     private static void encodeMessages(Schema schema, File in, File out) throws IOException {
         BinaryMessageEncoder<GenericRecord> encoder =
                 new BinaryMessageEncoder<>(GenericData.get(), schema);
-        GenericDatumReader<GenericRecord> datumReader = new GenericDatumReader<>(schema);
         StringBuilder hex = new StringBuilder();
-        try (InputStream source = new FileInputStream(in)) {
-            Decoder decoder = DecoderFactory.get().jsonDecoder(schema, source);
-            while (true) {
-                GenericRecord record;
-                try {
-                    record = datumReader.read(null, decoder);
-                } catch (EOFException end) {
-                    break;
-                }
-                ByteBuffer message = encoder.encode(record);
-                byte[] bytes = new byte[message.remaining()];
-                message.get(bytes);
-                hex.append(HexFormat.of().formatHex(bytes)).append('\n');
-            }
+        for (GenericRecord record : jsonRecords(schema, in)) {
+            ByteBuffer message = encoder.encode(record);
+            byte[] bytes = new byte[message.remaining()];
+            message.get(bytes);
+            hex.append(HexFormat.of().formatHex(bytes)).append('\n');
         }
         Files.writeString(out.toPath(), hex.toString(), StandardCharsets.US_ASCII);
     }
