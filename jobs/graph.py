@@ -101,8 +101,9 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
 
 
 def _add_kafka_jar(env: StreamExecutionEnvironment, spec: JobSpec) -> None:
-    """Put the Kafka connector jar on the classpath if a Kafka part needs it: the one a part
-    names, else the cached one (`check_runnable` made sure there is one)."""
+    """Put the Kafka connector jar on the classpath if a Kafka part needs it: the first one
+    a part names (it serves every part), else the cached one (`check_runnable` made sure
+    there is one)."""
     parts = kafka_parts(spec).values()
     if not parts:
         return

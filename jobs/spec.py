@@ -459,13 +459,16 @@ def kafka_parts(spec: JobSpec) -> dict[FieldPath, KafkaSourceSpec | KafkaSinkSpe
 
 
 def _kafka_problems(loaded: LoadedSpec) -> list[SpecProblem]:
-    """A Kafka part's connector jar must exist (given or fetched), and an exactly-once
-    sink's transactions must outlive a checkpoint interval."""
+    """The job's Kafka parts need a connector jar (one a part names, which serves them all,
+    or the fetched one), a named jar must exist, and an exactly-once sink's transactions
+    must outlive a checkpoint interval."""
     problems = []
     line_of = loaded.source.source_map.line_of
     interval_s = loaded.spec.checkpointing.interval_s
-    for path, part in kafka_parts(loaded.spec).items():
-        if part.connector_jar is None:
+    parts = kafka_parts(loaded.spec)
+    any_named = any(part.connector_jar is not None for part in parts.values())
+    for path, part in parts.items():
+        if part.connector_jar is None and not any_named:
             try:
                 missing = cached_jar("kafka") is None
                 reason = (
@@ -476,7 +479,11 @@ def _kafka_problems(loaded: LoadedSpec) -> list[SpecProblem]:
                 missing, reason = True, f"no Kafka connector jar: {exc}; set connector_jar"
             if missing:
                 problems.append(SpecProblem(line_of(path), _dotted(path), reason))
-        elif not _URI.match(part.connector_jar) and not Path(part.connector_jar).is_file():
+        elif (
+            part.connector_jar is not None
+            and not _URI.match(part.connector_jar)
+            and not Path(part.connector_jar).is_file()
+        ):
             where = (*path, "connector_jar")
             problems.append(
                 SpecProblem(

@@ -92,9 +92,7 @@ def test_a_named_connector_jar_must_exist(tmp_path: Path, jar_cache: Path) -> No
     with pytest.raises(SpecError, match=r":7: source.kafka.connector_jar: no such file: .*k\.jar"):
         check_runnable(loaded)
     (tmp_path / "k.jar").write_bytes(b"jar")
-    with pytest.raises(SpecError) as caught:  # the sink has no jar of its own, and none cached
-        check_runnable(loaded)
-    assert "source.kafka" not in str(caught.value) and "sinks.outputs.kafka" in str(caught.value)
+    check_runnable(loaded)  # the source's jar serves the sink too; none is cached
 
 
 def test_exactly_once_transactions_must_outlive_the_checkpoint_interval(
