@@ -3,11 +3,12 @@
 JobManager + 2 TaskManagers on 127.0.0.1 run a spec submitted with `streamagents submit`:
 a 3-partition input topic read from the earliest offset, parallelism 2, a checkpoint
 every second, outputs written to a topic exactly once. A Gemini stub in this process
-answers each input after 20-60 ms. When the model has answered 40% of the inputs, one
-TaskManager is killed with SIGKILL and a replacement started; Flink restarts the job from
-its last checkpoint, aborting the transactions the dead TaskManager left open. A
-`read_committed` consumer must then find exactly one output per input and each key's
-outputs in input order, with the source group's lag at 0. The figures are printed.
+answers each input after 20-60 ms. Once it has been asked about 40% of the inputs it holds
+further calls; one TaskManager is then killed with SIGKILL, a replacement started and
+the calls released; Flink restarts the job from its last checkpoint, aborting the
+transactions the dead TaskManager left open. A `read_committed` consumer must then find
+exactly one output per input and each key's outputs in input order, with the source
+group's lag at 0. The figures are printed.
 """
 
 from __future__ import annotations
@@ -43,10 +44,15 @@ TIMEOUT_S = 420
 
 
 class SlowModel:
-    """Gemini stub responder: answers `answered <id>` after 20-60 ms, counting calls per id."""
+    """Gemini stub responder: answers `answered <id>` after 20-60 ms, counting calls per id.
 
-    def __init__(self) -> None:
+    Once `hold_after` inputs have been asked about, later calls wait until `release` is
+    set, so the test kills the TaskManager at that point however fast the job runs."""
+
+    def __init__(self, hold_after: int) -> None:
         self.calls: Counter[str] = Counter()
+        self.hold_after = hold_after
+        self.release = threading.Event()
         self._lock = threading.Lock()
         self._random = random.Random(5)
 
@@ -57,7 +63,10 @@ class SlowModel:
             return StubReply({"error": {"code": 400, "message": "no input"}}, status=400)
         with self._lock:
             self.calls[found[-1]] += 1
+            hold = len(self.calls) > self.hold_after
             delay = self._random.uniform(0.02, 0.06)
+        if hold:
+            self.release.wait(timeout=TIMEOUT_S)
         time.sleep(delay)
         return StubReply(text_reply(f"answered {found[-1]}"))
 
@@ -118,7 +127,7 @@ def test_killing_a_taskmanager_loses_and_duplicates_no_kafka_output(
             for n in range(INPUTS)
         ),
     )
-    model = SlowModel()
+    model = SlowModel(hold_after=int(KILL_AT * INPUTS))
     kill: dict[str, object] = {}
     with (
         restarting_cluster(tmp_path / "cluster") as cluster,
@@ -143,16 +152,17 @@ def test_killing_a_taskmanager_loses_and_duplicates_no_kafka_output(
             assert time.monotonic() < deadline, f"not all answers committed in {TIMEOUT_S} s"
             state = job_state(address, job_id)
             assert state not in ("FAILED", "CANCELED"), f"job ended {state}"
-            if not kill and len(model.calls) >= KILL_AT * INPUTS:
+            if not kill and len(model.calls) > model.hold_after:
                 committed = len(read_topic(servers, topics["outputs"]))
                 os.kill(cluster.taskmanager_pids()[0], signal.SIGKILL)
                 kill = {
                     "at_s": round(time.monotonic() - started, 1),
-                    "inputs_answered_by_model": len(model.calls),
+                    "inputs_asked_of_model": len(model.calls),
                     "committed_outputs": committed,
                     "checkpoints": checkpoint_counts(address, job_id),
                 }
                 cluster.add_taskmanager()
+                model.release.set()
             outputs = read_topic(servers, topics["outputs"])
             if kill and len({r.json()["id"] for r in outputs}) >= INPUTS:
                 break
@@ -198,7 +208,7 @@ def test_killing_a_taskmanager_loses_and_duplicates_no_kafka_output(
     }
     print(json.dumps(figures, indent=2))
     assert kill, "the TaskManager was never killed"
-    assert int(str(kill["inputs_answered_by_model"])) < INPUTS
+    assert int(str(kill["inputs_asked_of_model"])) < INPUTS
     assert lost == [] and duplicated == [], f"lost {lost[:10]}, duplicated {duplicated[:10]}"
     assert out_of_order == []
     assert set(by_key) == {f"c{k:02d}" for k in range(KEYS)}
