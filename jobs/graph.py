@@ -15,8 +15,13 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from streamagents.connectors.files import jsonl_sink, jsonl_source, kafka_source
 from streamagents.jobs.spec import JobSpec, LoadedSpec
-from streamagents.operators.agent import AgentConfig, ModelSpec
-from streamagents.operators.flink import agent_stream, configure_environment, sink_event_log
+from streamagents.operators.agent import AgentConfig, AgentRuntime, ModelSpec
+from streamagents.operators.flink import (
+    RuntimeFactory,
+    agent_stream,
+    configure_environment,
+    sink_event_log,
+)
 
 __all__ = [
     "DEAD_LETTERS_NAME",
@@ -97,11 +102,19 @@ def _source(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
     return kafka_source(env, **kafka.model_dump(), name=SOURCE_NAME)
 
 
-def build_job(env: StreamExecutionEnvironment, loaded: LoadedSpec, model: ModelSpec) -> None:
-    """Add the spec's whole pipeline to `env` (call `env.execute` afterwards)."""
+def build_job(
+    env: StreamExecutionEnvironment,
+    loaded: LoadedSpec,
+    model: ModelSpec,
+    runtime_factory: RuntimeFactory = AgentRuntime.from_config,
+) -> None:
+    """Add the spec's whole pipeline to `env` (call `env.execute` afterwards).
+
+    `runtime_factory` replaces the runtime built from the config (benchmarks give a test
+    double this way)."""
     spec = loaded.spec
     env.set_parallelism(spec.parallelism)
-    streams = agent_stream(_source(env, spec), agent_config(loaded, model))
+    streams = agent_stream(_source(env, spec), agent_config(loaded, model), runtime_factory)
     jsonl_sink(streams.outputs, spec.sinks.outputs.path, prefix="answers", name=OUTPUTS_NAME)
     jsonl_sink(
         streams.dead_letters,
