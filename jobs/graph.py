@@ -1,8 +1,8 @@
 """The job builder: the only place a validated spec meets `StreamExecutionEnvironment`.
 
 source -> agent operator (parse, key_by, agent) -> outputs / dead letters (JSONL, exactly
-once) and events (the Avro event log). Operator names are fixed (`source`, `outputs`,
-`dead-letters`) so progress reporting can find their metrics.
+once); the agent function writes the Avro event log itself. Operator names are fixed
+(`source`, `outputs`, `dead-letters`) so progress reporting can find their metrics.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from streamagents.operators.flink import (
     RuntimeFactory,
     agent_stream,
     configure_environment,
-    sink_event_log,
+    event_log_writer,
 )
 
 __all__ = [
@@ -114,7 +114,13 @@ def build_job(
     double this way)."""
     spec = loaded.spec
     env.set_parallelism(spec.parallelism)
-    streams = agent_stream(_source(env, spec), agent_config(loaded, model), runtime_factory)
+    event_log = spec.event_log
+    writer = None
+    if event_log is not None:  # level "off" writes nothing
+        rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
+        writer = event_log_writer(event_log.path, level=event_log.level, **rolling)
+    config = agent_config(loaded, model)
+    streams = agent_stream(_source(env, spec), config, runtime_factory, event_log=writer)
     jsonl_sink(streams.outputs, spec.sinks.outputs.path, prefix="answers", name=OUTPUTS_NAME)
     jsonl_sink(
         streams.dead_letters,
@@ -122,7 +128,3 @@ def build_job(
         prefix="dead-letters",
         name=DEAD_LETTERS_NAME,
     )
-    event_log = spec.event_log
-    if event_log is not None:  # level "off" writes nothing
-        rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
-        sink_event_log(streams.events, event_log.path, level=event_log.level, **rolling)

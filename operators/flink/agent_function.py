@@ -49,6 +49,7 @@ from streamagents.operators.flink._engine_loop import EngineLoop, Timed
 from streamagents.operators.flink._metrics import EngineMetrics, UsageTotals
 from streamagents.operators.flink._poll_schedule import PollSchedule
 from streamagents.operators.flink._stored_history import StoredHistory
+from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
 from streamagents.serde.messages import ChatMessage
 
 __all__ = [
@@ -59,7 +60,8 @@ __all__ = [
 ]
 
 EVENTS_TAG = OutputTag("streamagents-events", Types.STRING())
-"""Side output of the agent function: event-log records (JSON strings)."""
+"""Side output of the agent function: event-log records (JSON strings); empty when the
+function writes its event log itself."""
 
 DEAD_LETTERS_TAG = OutputTag("streamagents-dead-letters", Types.STRING())
 """Side output of both functions: dead-letter records (JSON strings)."""
@@ -106,9 +108,15 @@ def _output_totals(output: dict[str, Any]) -> UsageTotals:
 class AgentFunction(KeyedProcessFunction):
     """Runs one agent run per key at a time, many keys concurrently, state in keyed state."""
 
-    def __init__(self, config: AgentConfig, runtime_factory: RuntimeFactory) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        runtime_factory: RuntimeFactory,
+        event_log: EventLogSinkFunction | None = None,
+    ) -> None:
         self._config = config
         self._runtime_factory = runtime_factory
+        self._event_log = event_log
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -146,6 +154,8 @@ class AgentFunction(KeyedProcessFunction):
         self._drain_ts = FAR_FUTURE_MS
         self._closed = False
         self._metrics = EngineMetrics(runtime_context.get_metrics_group().add_group("streamagents"))
+        if self._event_log is not None:
+            self._event_log.open(runtime_context)
 
     def close(self) -> None:
         """Stop the loop thread (cancelling calls still running) and close the runtime."""
@@ -153,6 +163,8 @@ class AgentFunction(KeyedProcessFunction):
         self._calls.clear()
         self._loop.stop(self._runtime.aclose)
         self._steps.shutdown(wait=False)
+        if self._event_log is not None:
+            self._event_log.close()
 
     def _off_task(self, function: Callable[..., T], *args: Any) -> T:
         """Run a runtime step on the steps thread and wait for it.
@@ -274,8 +286,7 @@ class AgentFunction(KeyedProcessFunction):
         now_ms: int,
     ) -> Iterator[Any]:
         """Emit a step's records and keep or end its run; returns whether the run goes on."""
-        for event in step.events:
-            yield EVENTS_TAG, event
+        yield from self._emit_events(step.events)
         if step.dead_letter is not None:
             self._metrics.dead_letters.inc()
             yield DEAD_LETTERS_TAG, step.dead_letter
@@ -296,6 +307,16 @@ class AgentFunction(KeyedProcessFunction):
         self._run.clear()
         self._arm_cleanup(ctx, now_ms if step.history is not None else None)
         return False
+
+    def _emit_events(self, events: list[str]) -> Iterator[Any]:
+        """Write a step's events to this subtask's event log when it has one (no side output,
+        no second operator: see docs/eventlog.md), else send them to the events output."""
+        if self._event_log is not None:
+            if events:
+                self._event_log.write_events(events)
+            return
+        for event in events:
+            yield EVENTS_TAG, event
 
     def _issue(
         self, state: RunState, history: list[ChatMessage], key: str, ctx: Any, now_ms: int
