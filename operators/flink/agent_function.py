@@ -48,6 +48,7 @@ from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState
 from streamagents.operators.flink._engine_loop import EngineLoop, Timed
 from streamagents.operators.flink._metrics import EngineMetrics, UsageTotals
 from streamagents.operators.flink._poll_schedule import PollSchedule
+from streamagents.operators.flink._sdk_logging import quiet_sdk_loggers
 from streamagents.operators.flink._stored_history import StoredHistory
 from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
 from streamagents.serde.messages import ChatMessage
@@ -122,6 +123,7 @@ class AgentFunction(KeyedProcessFunction):
 
     def open(self, runtime_context: RuntimeContext) -> None:
         """Declare the keyed state, build the runtime, start the loop thread."""
+        quiet_sdk_loggers()
         self._run = runtime_context.get_state(ValueStateDescriptor("run", Types.STRING()))
         self._history = runtime_context.get_state(
             ValueStateDescriptor("history", Types.PICKLED_BYTE_ARRAY())
