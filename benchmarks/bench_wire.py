@@ -17,7 +17,8 @@ machine than turns/s.
 
 Run: `python benchmarks/bench_wire.py` (quick: 400 inputs, a subset of cases, a few
 minutes); `--full` for 1000 inputs over 100 keys and every case; `--wires` and `--cases`
-pick a subset.
+pick a subset; `--cluster` runs the scale-out comparison instead (a standalone cluster of
+two one-slot TaskManagers, parallelism 1 against 2, CPU summed over the TaskManagers).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import yaml
 
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel
-from streamagents.jobs.cluster import interpreter_first
+from streamagents.jobs.cluster import StandaloneCluster, interpreter_first
 from streamagents.jobs.spec import load_spec
 from streamagents.operators.agent import AgentConfig, AgentRuntime, ToolRegistry
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
@@ -171,17 +172,18 @@ def _children(pid: int) -> list[int]:
 
 
 class CpuSampler:
-    """Samples a process's CPU seconds every 20 ms, to read them back at any wall time."""
+    """Samples the CPU seconds of processes (summed) every 20 ms, to read them back at any
+    wall time."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self, pids: Sequence[int]) -> None:
+        self.pids = pids
         self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(0.02):
-            self.samples.append((time.time(), _process_cpu_s(self.pid)))
+            self.samples.append((time.time(), sum(_process_cpu_s(pid) for pid in self.pids)))
 
     def __enter__(self) -> CpuSampler:
         self._thread.start()
@@ -201,7 +203,9 @@ class CpuSampler:
         return before[1] + share * (after[1] - before[1])
 
 
-def write_spec(workdir: Path, wire: str, case: Case, port: int, inputs: int, keys: int) -> Path:
+def write_spec(
+    workdir: Path, wire: str, case: Case, port: int, inputs: int, keys: int, parallelism: int = 1
+) -> Path:
     """The job's inputs and YAML spec in `workdir`; returns the spec's path."""
     data = workdir / "inputs.jsonl"
     with data.open("w") as out:
@@ -229,7 +233,7 @@ def write_spec(workdir: Path, wire: str, case: Case, port: int, inputs: int, key
             "outputs": {"path": str(workdir / "answers")},
             "dead_letters": {"path": str(workdir / "dead")},
         },
-        "parallelism": 1,
+        "parallelism": parallelism,
         "checkpointing": {"interval_s": 2, "dir": str(workdir / "checkpoints")},
     }
     path = workdir / "job.yaml"
@@ -270,14 +274,36 @@ class Figures:
     server_cpu_ms_per_request: float | None
 
 
-def measure(wire: str, case: Case, port: int, inputs: int, keys: int) -> Figures:
-    """Run one wire on one case in a fresh work directory."""
+def submit_job(spec_path: Path, cluster: StandaloneCluster) -> None:
+    """Submit the spec's job to the standalone cluster and wait for its end."""
+    command = [str(Path(sys.executable).with_name("streamagents")), "submit", str(spec_path)]
+    command += ["--jobmanager", cluster.rest_address, "--wait"]
+    subprocess.run(command, check=True, capture_output=True, env=cluster.environment())
+
+
+def measure(
+    wire: str,
+    case: Case,
+    port: int,
+    inputs: int,
+    keys: int,
+    cluster: StandaloneCluster | None = None,
+    parallelism: int = 1,
+) -> Figures:
+    """Run one wire on one case in a fresh work directory: on the local mini-cluster, or
+    submitted to `cluster` at `parallelism` (CPU summed over its TaskManagers)."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-wire-"))
     try:
-        spec_path = write_spec(workdir, wire, case, port, inputs, inputs if case.tools else keys)
+        spec_path = write_spec(
+            workdir, wire, case, port, inputs, inputs if case.tools else keys, parallelism
+        )
         server_call(port, "/control", {"latency_ms": case.latency_ms})
-        with CpuSampler(taskmanager_pid()) as cpu:
-            run_job(spec_path, wire, case, port)
+        pids = [taskmanager_pid()] if cluster is None else cluster.taskmanager_pids()
+        with CpuSampler(pids) as cpu:
+            if cluster is None:
+                run_job(spec_path, wire, case, port)
+            else:
+                submit_job(spec_path, cluster)
             time.sleep(0.05)
         stats = server_call(port, "/stats")
     finally:
@@ -308,11 +334,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--keys", type=int, default=100, help="keys of the plain turns")
     parser.add_argument("--wires", default=",".join(WIRES), help=f"subset of {WIRES}")
     parser.add_argument("--cases", help=f"subset of {[c.name for c in ALL_CASES]}")
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="scale-out: submit to a standalone cluster of 2 TaskManagers (1 slot each) at "
+        "parallelism 1 and 2 (wires only: the test double needs the local mini-cluster)",
+    )
     args = parser.parse_args(argv)
     inputs = args.inputs or (1000 if args.full else 400)
     names = args.cases.split(",") if args.cases else (None if args.full else QUICK_CASES)
     cases = [c for c in ALL_CASES if names is None or c.name in names]
-    wires = args.wires.split(",")
+    wires = [w for w in args.wires.split(",") if not (args.cluster and w == "double")]
+    if args.cluster:
+        scale_out(wires, cases, inputs, args.keys)
+        return
     print(
         f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; "
         f"{inputs} inputs, plain turns over {args.keys} keys, tool loop one input per key; "
@@ -340,6 +375,32 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"{f.max_in_flight:5d} {limit:>6} {f.tm_cpu_ms_per_turn:15.2f} {server:>14}",
                     flush=True,
                 )
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+def scale_out(wires: Sequence[str], cases: Sequence[Case], inputs: int, keys: int) -> None:
+    """The same runs on a standalone cluster of two TaskManagers, at parallelism 1 and 2."""
+    print(
+        f"standalone cluster, 2 TaskManagers x 1 slot; {inputs} inputs over {keys} keys; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    print(f"{'case':<22} {'wire':<17} {'p':>2} {'turns/s':>8} {'TM cpu ms/turn':>15} {'x p=1':>6}")
+    workdir = Path(tempfile.mkdtemp(prefix="bench-wire-cluster-"))
+    try:
+        with wire_server() as (port, _pid), StandaloneCluster(workdir, taskmanagers=2) as cluster:
+            for case in cases:
+                for wire in wires:
+                    one = measure(wire, case, port, inputs, keys, cluster, parallelism=1)
+                    two = measure(wire, case, port, inputs, keys, cluster, parallelism=2)
+                    for p, f in ((1, one), (2, two)):
+                        print(
+                            f"{case.name:<22} {wire:<17} {p:>2} {f.turns_per_s:8.1f} "
+                            f"{f.tm_cpu_ms_per_turn:15.2f} "
+                            f"{f.turns_per_s / one.turns_per_s:6.2f}",
+                            flush=True,
+                        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
