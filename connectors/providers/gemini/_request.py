@@ -27,7 +27,13 @@ async def send_generate_content(
 ) -> Any:
     """POST `models/{model}:generateContent` and return the reply's JSON (a dict)."""
     api_client = client.aio._api_client
-    parameters = types._GenerateContentParameters(model=model, contents=contents, config=config)
+    # The converters look each field up by name; on a pydantic model every lookup walks all
+    # of its fields (about 40 for the config), on a dict it is one hash: give them dicts.
+    parameters = {
+        "model": model,
+        "contents": [content.model_dump(exclude_none=True) for content in contents],
+        "config": config.model_dump(exclude_none=True),
+    }
     if api_client.vertexai:
         request = models._GenerateContentParameters_to_vertex(
             api_client, parameters, None, parameters
