@@ -1,8 +1,8 @@
 """The job builder: the only place a validated spec meets `StreamExecutionEnvironment`.
 
 source (JSONL files or Kafka) -> agent operator (parse, key_by, agent) -> outputs / dead
-letters (JSONL files or Kafka topics, exactly once) and events (the Avro event log, in
-files or as single-object messages on a topic).
+letters (JSONL files or Kafka topics, exactly once) and events (the Avro event log: in
+files, which the agent function writes itself, or as single-object messages on a topic).
 Operator names are fixed (`source`, `outputs`, `dead-letters`) so progress reporting can
 find their metrics.
 """
@@ -26,12 +26,13 @@ from streamagents.connectors.kafka import (
 )
 from streamagents.jobs._eventlog_topic import MESSAGE_TYPE, EventMessages
 from streamagents.jobs.spec import JobSpec, KafkaSinkSpec, LoadedSpec, SinkSpec, kafka_parts
-from streamagents.operators.agent import AgentConfig, ModelSpec
+from streamagents.operators.agent import AgentConfig, AgentRuntime, ModelSpec
 from streamagents.operators.flink import (
     BACKLOG_SETTINGS,
+    RuntimeFactory,
     agent_stream,
     configure_environment,
-    sink_event_log,
+    event_log_writer,
 )
 
 __all__ = [
@@ -155,12 +156,26 @@ def _sink(stream: DataStream, spec: JobSpec, sink: SinkSpec, *, prefix: str, nam
     jsonl_sink(stream, sink.path, prefix=prefix, name=name)
 
 
-def build_job(env: StreamExecutionEnvironment, loaded: LoadedSpec, model: ModelSpec) -> None:
-    """Add the spec's whole pipeline to `env` (call `env.execute` afterwards)."""
+def build_job(
+    env: StreamExecutionEnvironment,
+    loaded: LoadedSpec,
+    model: ModelSpec,
+    runtime_factory: RuntimeFactory = AgentRuntime.from_config,
+) -> None:
+    """Add the spec's whole pipeline to `env` (call `env.execute` afterwards).
+
+    `runtime_factory` replaces the runtime built from the config (benchmarks give a test
+    double this way)."""
     spec = loaded.spec
     env.set_parallelism(spec.parallelism)
     _add_kafka_jar(env, spec)
-    streams = agent_stream(_source(env, spec), agent_config(loaded, model))
+    event_log = spec.event_log
+    writer = None
+    if event_log is not None and event_log.path is not None:  # level "off" writes nothing
+        rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
+        writer = event_log_writer(event_log.path, level=event_log.level, **rolling)
+    config = agent_config(loaded, model)
+    streams = agent_stream(_source(env, spec), config, runtime_factory, event_log=writer)
     _sink(streams.outputs, spec, spec.sinks.outputs, prefix="answers", name=OUTPUTS_NAME)
     _sink(
         streams.dead_letters,
@@ -169,18 +184,12 @@ def build_job(env: StreamExecutionEnvironment, loaded: LoadedSpec, model: ModelS
         prefix="dead-letters",
         name=DEAD_LETTERS_NAME,
     )
-    event_log = spec.event_log
-    if event_log is None or event_log.level == "off":
+    if event_log is None or event_log.kafka is None or event_log.level == "off":
         return
-    if event_log.kafka is not None:
-        messages = streams.events.map(EventMessages(event_log.level), output_type=MESSAGE_TYPE)
-        kafka_keyed_sink(
-            messages.name(f"{EVENT_LOG_NAME}-encode").uid(f"{EVENT_LOG_NAME}-encode"),
-            _kafka_topic(event_log.kafka, spec, EVENT_LOG_NAME),
-            binary=True,
-            name=EVENT_LOG_NAME,
-        )
-        return
-    assert event_log.path is not None  # EventLogSpec guarantees a path or a topic
-    rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
-    sink_event_log(streams.events, event_log.path, level=event_log.level, **rolling)
+    messages = streams.events.map(EventMessages(event_log.level), output_type=MESSAGE_TYPE)
+    kafka_keyed_sink(
+        messages.name(f"{EVENT_LOG_NAME}-encode").uid(f"{EVENT_LOG_NAME}-encode"),
+        _kafka_topic(event_log.kafka, spec, EVENT_LOG_NAME),
+        binary=True,
+        name=EVENT_LOG_NAME,
+    )

@@ -28,7 +28,7 @@ from typing import Any
 import fastavro
 
 from streamagents.serde.avro_compat import check_compatible
-from streamagents.serde.events import AgentEvent, EventType
+from streamagents.serde.events import AgentEvent, EventText, EventType
 from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
 from streamagents.serde.safe_text import clip, is_credential_name, redact_secrets
 
@@ -327,7 +327,9 @@ def to_record(
         encoder = _ENCODERS.setdefault(
             (version, level, text_limit), _Encoder(version, level, text_limit)
         )
-    if isinstance(event, str):
+    if isinstance(event, EventText):
+        event = event.event  # validated when it was built; no JSON round trip
+    elif isinstance(event, str):
         event = AgentEvent.model_validate_json(event)
     return encoder.event(event)
 
