@@ -19,12 +19,18 @@ from typing import Any
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.providers import ChatModel, create_model
+from streamagents.connectors.providers.gemini import interactions_wire
 from streamagents.connectors.providers.gemini import wire as gemini_wire
 from streamagents.connectors.providers.openai import chat_wire, responses_wire
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart, ToolCall
 
 REPLIES: dict[str, dict[str, Any]] = {
     "gemini": {"candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]},
+    "gemini-interactions": {
+        "id": "int-1",
+        "status": "completed",
+        "steps": [{"type": "model_output", "content": [{"type": "text", "text": "ok"}]}],
+    },
     "openai": {
         "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
     },
@@ -41,10 +47,11 @@ REPLIES: dict[str, dict[str, Any]] = {
 }
 BUILDERS: dict[str, Callable[..., Any]] = {
     "gemini": gemini_wire.to_request,
+    "gemini-interactions": lambda messages: interactions_wire.to_request(messages, model="bench"),
     "openai": chat_wire.to_request,
     "openai-responses": responses_wire.to_request,
 }
-PREFIX = {"gemini": "", "openai": "/v1", "openai-responses": "/v1"}
+PREFIX = {"gemini": "", "gemini-interactions": "", "openai": "/v1", "openai-responses": "/v1"}
 
 
 def conversation(image_bytes: int) -> list[ChatMessage]:

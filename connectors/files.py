@@ -1,9 +1,8 @@
-"""JSON-lines sources and sinks on Flink's file connectors, and Kafka through a user's jar.
+"""JSON-lines sources and sinks on Flink's file connectors (Kafka is in `connectors.kafka`).
 
-Records stay JSON strings (`Types.STRING()`) end to end. The sources read JSONL files with
-Flink's `FileSource` (a file, or a directory read once or watched for new files) or Kafka
-with the connector jar the user supplies (the wheel ships none). The sink is Flink's
-`FileSink` rolling on checkpoints, so a line becomes visible — its part file renamed from
+Records stay JSON strings (`Types.STRING()`) end to end. The source reads JSONL files with
+Flink's `FileSource` (a file, or a directory read once or watched for new files). The sink
+is Flink's `FileSink` rolling on checkpoints, so a line becomes visible — its part file renamed from
 the hidden in-progress name — only when the checkpoint that covers it completes: after a
 failure and restore nothing is lost and nothing is written twice.
 """
@@ -11,12 +10,12 @@ failure and restore nothing is lost and nothing is written twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pyflink.common import Duration, Types, WatermarkStrategy
-from pyflink.common.serialization import Encoder, SimpleStringSchema
+from pyflink.common.serialization import Encoder
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors.file_system import (
     BucketAssigner,
@@ -30,7 +29,6 @@ from pyflink.datastream.connectors.file_system import (
 __all__ = [
     "jsonl_sink",
     "jsonl_source",
-    "kafka_source",
     "read_jsonl",
 ]
 
@@ -48,43 +46,6 @@ def jsonl_source(
     builder = FileSource.for_record_stream_format(StreamFormat.text_line_format(), path)
     if watch_interval_s is not None:
         builder = builder.monitor_continuously(Duration.of_millis(int(watch_interval_s * 1000)))
-    return env.from_source(
-        builder.build(), WatermarkStrategy.no_watermarks(), name, type_info=Types.STRING()
-    ).uid(name)
-
-
-def kafka_source(
-    env: StreamExecutionEnvironment,
-    *,
-    connector_jar: str,
-    topics: Sequence[str],
-    bootstrap_servers: str,
-    group_id: str,
-    starting_offsets: str = "committed",
-    properties: Mapping[str, str] | None = None,
-    name: str = "kafka-source",
-) -> DataStream:
-    """Record values of Kafka topics as strings, via the user's flink-sql-connector-kafka jar."""
-    jar = connector_jar if "://" in connector_jar else Path(connector_jar).resolve().as_uri()
-    env.add_jars(jar)
-    # Imported late: the classes only load once the connector jar is on the classpath.
-    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
-
-    offsets = {
-        "earliest": KafkaOffsetsInitializer.earliest,
-        "latest": KafkaOffsetsInitializer.latest,
-        "committed": KafkaOffsetsInitializer.committed_offsets,
-    }[starting_offsets]()
-    builder = (
-        KafkaSource.builder()
-        .set_bootstrap_servers(bootstrap_servers)
-        .set_topics(*topics)
-        .set_group_id(group_id)
-        .set_starting_offsets(offsets)
-        .set_value_only_deserializer(SimpleStringSchema())
-    )
-    for key, value in (properties or {}).items():
-        builder = builder.set_property(key, value)
     return env.from_source(
         builder.build(), WatermarkStrategy.no_watermarks(), name, type_info=Types.STRING()
     ).uid(name)

@@ -191,9 +191,8 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
         run.usage[1] += payload.usage.output_tokens
     if payload.attempts is not None:
         attributes["streamagents.attempts"] = payload.attempts
-    response_id = payload.attributes.get("response_id") or payload.attributes.get("interaction_id")
-    if response_id:
-        attributes["gen_ai.response.id"] = response_id
+    if payload.interaction_id:  # the provider's stored response (Gemini interactions)
+        attributes["gen_ai.response.id"] = payload.interaction_id
     if payload.error_class:
         attributes["error.type"] = payload.error_class
         step.error = _clean(payload.error_message or payload.error_class)

@@ -29,14 +29,16 @@ __all__ = [
 
 TERMINAL_STATES = frozenset({"FINISHED", "FAILED", "CANCELED", "SUSPENDED"})
 
-# Metric id suffixes (after "<subtask>.<operator>") summed over all subtasks.
-_SUFFIXES = {
-    "records_in": f"Source__{SOURCE_NAME}.numRecordsOut",
-    "runs_finished": ".runs_finished",
-    "runs_failed": ".runs_failed",
-    "in_flight": ".in_flight",
-    "dead_letters": f"{DEAD_LETTERS_NAME}__Writer.numRecordsIn",
-}
+# Progress fields and the metric id suffixes (after "<subtask>.<operator>") summed into
+# them over all subtasks. Dead letters: the file sink's writer, or a Kafka sink's keying step.
+_SUFFIXES = (
+    ("records_in", f"Source__{SOURCE_NAME}.numRecordsOut"),
+    ("runs_finished", ".runs_finished"),
+    ("runs_failed", ".runs_failed"),
+    ("in_flight", ".in_flight"),
+    ("dead_letters", f"{DEAD_LETTERS_NAME}__Writer.numRecordsIn"),
+    ("dead_letters", f"{DEAD_LETTERS_NAME}-key.numRecordsIn"),
+)
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def read_progress(rest_address: str, job_id: str) -> Progress | None:
         for vertex in vertices:
             base = f"/jobs/{job_id}/vertices/{vertex['id']}/metrics"
             ids = [m["id"] for m in rest_call(rest_address, base)]
-            wanted = {i: name for i in ids for name, end in _SUFFIXES.items() if i.endswith(end)}
+            wanted = {i: name for i in ids for name, end in _SUFFIXES if i.endswith(end)}
             if not wanted:
                 continue
             for metric in rest_call(rest_address, f"{base}?get={','.join(wanted)}"):
@@ -116,19 +118,28 @@ def read_progress(rest_address: str, job_id: str) -> Progress | None:
 
 def summary(spec: JobSpec, state: str, seconds: float, last: Progress | None) -> str:
     """The end-of-run report: what was read, answered and rejected, and where it all is."""
-    outputs = read_jsonl(spec.sinks.outputs.path)
-    dead = read_jsonl(spec.sinks.dead_letters.path)
-    ok = sum(1 for record in outputs if record.get("status") == "ok")
     lines = [f"{spec.name}: {state} after {seconds:.1f} s"]
     if last is not None and last.records_in:
         lines.append(f"  inputs read   {last.records_in}")
-    lines += [
-        f"  answers       {len(outputs)} ({ok} ok, {len(outputs) - ok} error)"
-        f"  -> {spec.sinks.outputs.path}",
-        f"  dead letters  {len(dead)}  -> {spec.sinks.dead_letters.path}",
-    ]
-    if spec.event_log is not None and spec.event_log.level != "off":
-        log_dir = Path(spec.event_log.path)
+    outputs_sink, dead_sink = spec.sinks.outputs, spec.sinks.dead_letters
+    if outputs_sink.path is not None:
+        outputs = read_jsonl(outputs_sink.path)
+        ok = sum(1 for record in outputs if record.get("status") == "ok")
+        lines.append(
+            f"  answers       {len(outputs)} ({ok} ok, {len(outputs) - ok} error)"
+            f"  -> {outputs_sink.path}"
+        )
+    elif last is not None and last.runs_finished is not None:
+        lines.append(f"  answers       {last.runs_finished}  -> {outputs_sink.describe()}")
+    if dead_sink.path is not None:
+        lines.append(f"  dead letters  {len(read_jsonl(dead_sink.path))}  -> {dead_sink.path}")
+    elif last is not None and last.dead_letters is not None:
+        lines.append(f"  dead letters  {last.dead_letters}  -> {dead_sink.describe()}")
+    event_log = spec.event_log
+    if event_log is not None and event_log.level != "off" and event_log.kafka is not None:
+        lines.append(f"  event log     -> {event_log.describe()}")
+    elif event_log is not None and event_log.level != "off":
+        log_dir = Path(str(event_log.path))
         files = [p for p in log_dir.rglob("*") if p.is_file() and not p.name.startswith(".")]
         lines.append(
             f"  event log     {len(files)} file(s)  -> {log_dir}"

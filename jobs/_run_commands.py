@@ -113,10 +113,10 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"  key        {spec.key}")
     print(f"  model      {_describe_model(loaded)}")
     print(f"  tools      {', '.join(spec.agent.tools) or 'none'}")
-    print(f"  outputs    {spec.sinks.outputs.path}")
-    print(f"  dead       {spec.sinks.dead_letters.path}")
+    print(f"  outputs    {spec.sinks.outputs.describe()}")
+    print(f"  dead       {spec.sinks.dead_letters.describe()}")
     if spec.event_log is not None:
-        print(f"  event log  {spec.event_log.path} ({spec.event_log.level})")
+        print(f"  event log  {spec.event_log.describe()} ({spec.event_log.level})")
     return 0
 
 
@@ -199,7 +199,7 @@ def _run(args: argparse.Namespace) -> int:
             print("interrupted: cancelling the job", file=sys.stderr)
             client.cancel().result()
             last, state = None, "CANCELED"
-    if spec.event_log is not None:
+    if spec.event_log is not None and spec.event_log.path is not None:
         # Flink calls a Python function's close() only at the end of a bounded input, so a
         # job stopped with a savepoint or cancelled leaves its event-log files in progress;
         # the job is over and no writer is left, so give them their finished names now.

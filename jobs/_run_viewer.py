@@ -175,6 +175,10 @@ def _step_html(event: AgentEvent, start_ms: int, media: MediaSource) -> str:
         facts.append(f"{payload.latency_ms:.0f} ms")
     if payload.finish_reason:
         facts.append(f"finish {payload.finish_reason}")
+    if payload.interaction_id:
+        facts.append(f"interaction {payload.interaction_id}")
+    if payload.continued_from:
+        facts.append(f"continues {payload.continued_from}")
     if payload.cost_usd is not None:
         facts.append(f"${payload.cost_usd:.4f}")
     facts += [f"{k}={v}" for k, v in sorted(payload.attributes.items()) if k != "input_id"]

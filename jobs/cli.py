@@ -13,6 +13,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "streamagents.jobs._run_commands",
     "streamagents.jobs._cluster_commands",
     "streamagents.jobs._eventlog_commands",
+    "streamagents.jobs._jars_commands",
 )
 
 

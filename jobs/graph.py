@@ -1,8 +1,10 @@
 """The job builder: the only place a validated spec meets `StreamExecutionEnvironment`.
 
-source -> agent operator (parse, key_by, agent) -> outputs / dead letters (JSONL, exactly
-once) and events (the Avro event log). Operator names are fixed (`source`, `outputs`,
-`dead-letters`) so progress reporting can find their metrics.
+source (JSONL files or Kafka) -> agent operator (parse, key_by, agent) -> outputs / dead
+letters (JSONL files or Kafka topics, exactly once) and events (the Avro event log: in
+files, which the agent function writes itself, or as single-object messages on a topic).
+Operator names are fixed (`source`, `outputs`, `dead-letters`) so progress reporting can
+find their metrics.
 """
 
 from __future__ import annotations
@@ -13,18 +15,29 @@ from pathlib import Path
 from pyflink.common import Configuration
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
-from streamagents.connectors.files import jsonl_sink, jsonl_source, kafka_source
-from streamagents.jobs.spec import JobSpec, LoadedSpec
-from streamagents.operators.agent import AgentConfig, ModelSpec
+from streamagents.connectors.connector_jars import cached_jar
+from streamagents.connectors.files import jsonl_sink, jsonl_source
+from streamagents.connectors.kafka import (
+    KafkaTopic,
+    add_connector_jar,
+    kafka_keyed_sink,
+    kafka_sink,
+    kafka_source,
+)
+from streamagents.jobs._eventlog_topic import MESSAGE_TYPE, EventMessages
+from streamagents.jobs.spec import JobSpec, KafkaSinkSpec, LoadedSpec, SinkSpec, kafka_parts
+from streamagents.operators.agent import AgentConfig, AgentRuntime, ModelSpec
 from streamagents.operators.flink import (
     BACKLOG_SETTINGS,
+    RuntimeFactory,
     agent_stream,
     configure_environment,
-    sink_event_log,
+    event_log_writer,
 )
 
 __all__ = [
     "DEAD_LETTERS_NAME",
+    "EVENT_LOG_NAME",
     "OUTPUTS_NAME",
     "SOURCE_NAME",
     "agent_config",
@@ -35,6 +48,7 @@ __all__ = [
 SOURCE_NAME = "source"
 OUTPUTS_NAME = "outputs"
 DEAD_LETTERS_NAME = "dead-letters"
+EVENT_LOG_NAME = "event-log"
 
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
@@ -99,6 +113,18 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
     )
 
 
+def _add_kafka_jar(env: StreamExecutionEnvironment, spec: JobSpec) -> None:
+    """Put the Kafka connector jar on the classpath if a Kafka part needs it: the first one
+    a part names (it serves every part), else the cached one (`check_runnable` made sure
+    there is one)."""
+    parts = kafka_parts(spec).values()
+    if not parts:
+        return
+    named = [part.connector_jar for part in parts if part.connector_jar is not None]
+    jar = named[0] if named else str(cached_jar("kafka"))
+    add_connector_jar(env, jar)
+
+
 def _source(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
     files, kafka = spec.source.files, spec.source.kafka
     if files is not None:
@@ -106,22 +132,64 @@ def _source(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
             env, files.path, watch_interval_s=files.watch_interval_s, name=SOURCE_NAME
         )
     assert kafka is not None  # SourceSpec guarantees exactly one
-    return kafka_source(env, **kafka.model_dump(), name=SOURCE_NAME)
+    settings = kafka.model_dump(exclude={"connector_jar"})
+    return kafka_source(env, **settings, name=SOURCE_NAME)
 
 
-def build_job(env: StreamExecutionEnvironment, loaded: LoadedSpec, model: ModelSpec) -> None:
-    """Add the spec's whole pipeline to `env` (call `env.execute` afterwards)."""
+def _kafka_topic(kafka: KafkaSinkSpec, spec: JobSpec, name: str) -> KafkaTopic:
+    """A Kafka sink's settings; the transactional id prefix defaults to `<job>-<name>`."""
+    return KafkaTopic(
+        topic=kafka.topic,
+        bootstrap_servers=kafka.bootstrap_servers,
+        delivery=kafka.delivery,
+        transactional_id_prefix=kafka.transactional_id_prefix or f"{spec.name}-{name}",
+        transaction_timeout_s=kafka.transaction_timeout_s,
+        properties=kafka.properties,
+    )
+
+
+def _sink(stream: DataStream, spec: JobSpec, sink: SinkSpec, *, prefix: str, name: str) -> None:
+    if sink.kafka is not None:
+        kafka_sink(stream, _kafka_topic(sink.kafka, spec, name), name=name)
+        return
+    assert sink.path is not None  # SinkSpec guarantees a path or a topic
+    jsonl_sink(stream, sink.path, prefix=prefix, name=name)
+
+
+def build_job(
+    env: StreamExecutionEnvironment,
+    loaded: LoadedSpec,
+    model: ModelSpec,
+    runtime_factory: RuntimeFactory = AgentRuntime.from_config,
+) -> None:
+    """Add the spec's whole pipeline to `env` (call `env.execute` afterwards).
+
+    `runtime_factory` replaces the runtime built from the config (benchmarks give a test
+    double this way)."""
     spec = loaded.spec
     env.set_parallelism(spec.parallelism)
-    streams = agent_stream(_source(env, spec), agent_config(loaded, model))
-    jsonl_sink(streams.outputs, spec.sinks.outputs.path, prefix="answers", name=OUTPUTS_NAME)
-    jsonl_sink(
+    _add_kafka_jar(env, spec)
+    event_log = spec.event_log
+    writer = None
+    if event_log is not None and event_log.path is not None:  # level "off" writes nothing
+        rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
+        writer = event_log_writer(event_log.path, level=event_log.level, **rolling)
+    config = agent_config(loaded, model)
+    streams = agent_stream(_source(env, spec), config, runtime_factory, event_log=writer)
+    _sink(streams.outputs, spec, spec.sinks.outputs, prefix="answers", name=OUTPUTS_NAME)
+    _sink(
         streams.dead_letters,
-        spec.sinks.dead_letters.path,
+        spec,
+        spec.sinks.dead_letters,
         prefix="dead-letters",
         name=DEAD_LETTERS_NAME,
     )
-    event_log = spec.event_log
-    if event_log is not None:  # level "off" writes nothing
-        rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
-        sink_event_log(streams.events, event_log.path, level=event_log.level, **rolling)
+    if event_log is None or event_log.kafka is None or event_log.level == "off":
+        return
+    messages = streams.events.map(EventMessages(event_log.level), output_type=MESSAGE_TYPE)
+    kafka_keyed_sink(
+        messages.name(f"{EVENT_LOG_NAME}-encode").uid(f"{EVENT_LOG_NAME}-encode"),
+        _kafka_topic(event_log.kafka, spec, EVENT_LOG_NAME),
+        binary=True,
+        name=EVENT_LOG_NAME,
+    )

@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from streamagents.connectors.connector_jars import JarFetchError, cached_jar
 from streamagents.connectors.providers import PROVIDERS
 from streamagents.jobs._yaml_source import (
     FieldPath,
@@ -37,24 +38,26 @@ from streamagents.jobs._yaml_source import (
     YamlSyntaxError,
     load_yaml,
 )
-from streamagents.operators.agent.config import Budgets, InputLimits, MemoryConfig
+from streamagents.operators.agent.config import Budgets, InputLimits, MemoryConfig, WaitingInputs
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES, load_tool
 
 __all__ = [
     "AgentSpec",
     "CheckpointSpec",
     "EventLogSpec",
-    "FileSinkSpec",
     "FilesSourceSpec",
     "JobSpec",
+    "KafkaSinkSpec",
     "KafkaSourceSpec",
     "LoadedSpec",
     "ModelEntry",
+    "SinkSpec",
     "SinksSpec",
     "SourceSpec",
     "SpecError",
     "SpecProblem",
     "check_runnable",
+    "kafka_parts",
     "load_spec",
 ]
 
@@ -92,6 +95,13 @@ LocalPath = Annotated[
 class _SpecModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
+    def _exactly_one_of(self, *names: str) -> None:
+        """Raise unless exactly one of the fields `names` is set."""
+        given = [name for name in names if getattr(self, name) is not None]
+        if len(given) != 1:
+            choices = " or ".join(repr(name) for name in names)
+            raise ValueError(f"expected exactly one of {choices}, got {', '.join(given) or 'none'}")
+
 
 class FilesSourceSpec(_SpecModel):
     """JSONL input files: one file, or every file in a directory (optionally watched)."""
@@ -105,10 +115,16 @@ class FilesSourceSpec(_SpecModel):
     )
 
 
-class KafkaSourceSpec(_SpecModel):
-    """A Kafka topic read through Flink's Kafka connector jar, which the user supplies."""
+_CONNECTOR_JAR = (
+    "Path of flink-sql-connector-kafka-*.jar; unset means the jar `streamagents jars fetch "
+    "kafka` put in the cache."
+)
 
-    connector_jar: PathOrUri = Field(description="Path of flink-sql-connector-kafka-*.jar.")
+
+class KafkaSourceSpec(_SpecModel):
+    """A Kafka topic read through Flink's Kafka connector jar."""
+
+    connector_jar: PathOrUri | None = Field(default=None, description=_CONNECTOR_JAR)
     topics: list[str] = Field(min_length=1, description="Topics to read.")
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
     group_id: str = Field(min_length=1, description="Consumer group id.")
@@ -133,22 +149,21 @@ class SourceSpec(_SpecModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SourceSpec:
-        given = [name for name in ("files", "kafka") if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise ValueError(
-                f"expected exactly one of 'files' or 'kafka', got {', '.join(given) or 'none'}"
-            )
+        self._exactly_one_of("files", "kafka")
         return self
 
 
-_PROVIDERS = ("gemini", "openai", "openai-responses", "demo")
+_PROVIDERS = ("gemini", "gemini-interactions", "openai", "openai-responses", "demo")
 
 
 class ModelEntry(_SpecModel):
     """One model the agent may use; `demo` is the scripted test double on 127.0.0.1."""
 
-    provider: Literal["gemini", "openai", "openai-responses", "demo"] = Field(
-        description="gemini, openai (Chat Completions), openai-responses, or demo."
+    provider: Literal["gemini", "gemini-interactions", "openai", "openai-responses", "demo"] = (
+        Field(
+            description="gemini, gemini-interactions, openai (Chat Completions), openai-responses, "
+            "or demo."
+        )
     )
     model: str = Field(min_length=1, description="Model name as the provider spells it.")
     options: dict[str, Any] = Field(
@@ -196,14 +211,7 @@ class AgentSpec(_SpecModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Per-key memory.")
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
-    max_waiting_inputs: int = Field(
-        default=256,
-        ge=1,
-        description=(
-            "Inputs per subtask that may wait in keyed state behind their key's run; at the"
-            " bound, an input for a busy key waits for that key's run instead."
-        ),
-    )
+    max_waiting_inputs: WaitingInputs = 256
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
     max_tool_result_bytes: int = Field(
         default=DEFAULT_MAX_RESULT_BYTES,
@@ -218,10 +226,48 @@ class AgentSpec(_SpecModel):
     )
 
 
-class EventLogSpec(_SpecModel):
-    """Where and how much of each run the event log records (Avro files)."""
+class KafkaSinkSpec(_SpecModel):
+    """A Kafka topic written through Flink's Kafka sink, records keyed by the agent key."""
 
-    path: LocalPath = Field(description="Local directory of the event-log files (no URI).")
+    topic: str = Field(min_length=1, description="Topic to write to.")
+    bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
+    delivery: Literal["exactly-once", "at-least-once"] = Field(
+        default="exactly-once",
+        description="exactly-once: Kafka transactions committed on each checkpoint; "
+        "at-least-once: records flushed on each checkpoint, duplicates after a restore.",
+    )
+    transaction_timeout_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="Kafka transaction timeout (exactly-once): above the checkpoint interval "
+        "plus the longest restart, at most the broker's transaction.max.timeout.ms.",
+    )
+    transactional_id_prefix: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Prefix of the transactional ids; unset means `<job name>-<sink>`.",
+    )
+    connector_jar: PathOrUri | None = Field(default=None, description=_CONNECTOR_JAR)
+    properties: dict[str, str] = Field(
+        default_factory=dict, description="Further Kafka producer properties (may use ${ENV})."
+    )
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            # Properties may hold ${ENV} secrets (sasl.jaas.config...): show names only.
+            yield name, (sorted(value) if name == "properties" else value)
+
+
+class EventLogSpec(_SpecModel):
+    """Where and how much of each run the event log records: Avro files in a local
+    directory (`path`) or Avro single-object messages on a Kafka topic (`kafka`)."""
+
+    path: LocalPath | None = Field(
+        default=None, description="Local directory of the event-log files (no URI)."
+    )
+    kafka: KafkaSinkSpec | None = Field(
+        default=None, description="A Kafka topic of Avro single-object messages."
+    )
     level: Literal["off", "standard", "verbose"] = Field(
         default="standard",
         description="standard keeps a bounded prefix of long texts, verbose keeps all, off none.",
@@ -229,18 +275,42 @@ class EventLogSpec(_SpecModel):
     roll_bytes: int | None = Field(default=None, ge=1, description="Roll a file at this size.")
     roll_seconds: float | None = Field(default=None, gt=0, description="Roll after this long.")
 
+    @model_validator(mode="after")
+    def _path_or_topic(self) -> EventLogSpec:
+        self._exactly_one_of("path", "kafka")
+        if self.kafka is not None and (self.roll_bytes or self.roll_seconds):
+            raise ValueError("roll_bytes and roll_seconds apply to event-log files, not a topic")
+        return self
 
-class FileSinkSpec(_SpecModel):
-    """A directory of JSONL part files written exactly-once by Flink's file sink."""
+    def describe(self) -> str:
+        """Where the events go, for a person: the directory, or `kafka topic T`."""
+        return f"kafka topic {self.kafka.topic}" if self.kafka is not None else str(self.path)
 
-    path: PathOrUri = Field(description="Directory the part files are written to.")
+
+class SinkSpec(_SpecModel):
+    """One sink: a directory of JSONL part files (`path`) or a Kafka topic (`kafka`)."""
+
+    path: PathOrUri | None = Field(
+        default=None,
+        description="Directory of JSONL part files, written exactly once by Flink's file sink.",
+    )
+    kafka: KafkaSinkSpec | None = Field(default=None, description="A Kafka topic.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SinkSpec:
+        self._exactly_one_of("path", "kafka")
+        return self
+
+    def describe(self) -> str:
+        """Where the records go, for a person: the directory, or `kafka topic T`."""
+        return f"kafka topic {self.kafka.topic}" if self.kafka is not None else str(self.path)
 
 
 class SinksSpec(_SpecModel):
     """Where answers and dead letters go."""
 
-    outputs: FileSinkSpec = Field(description="One JSON line per finished run.")
-    dead_letters: FileSinkSpec = Field(description="One JSON line per rejected input.")
+    outputs: SinkSpec = Field(description="One JSON record per finished run.")
+    dead_letters: SinkSpec = Field(description="One JSON record per rejected input.")
 
 
 class CheckpointSpec(_SpecModel):
@@ -384,8 +454,76 @@ def check_runnable(loaded: LoadedSpec) -> None:
         except Exception as exc:
             line = loaded.source.source_map.line_of(("agent", "tools", index))
             problems.append(SpecProblem(line, f"agent.tools[{index}]", str(exc)))
+    problems += _kafka_problems(loaded)
     if problems:
         raise SpecError(str(loaded.path), _redacted(problems, loaded.source))
+
+
+def kafka_parts(spec: JobSpec) -> dict[FieldPath, KafkaSourceSpec | KafkaSinkSpec]:
+    """The spec's Kafka source and sinks (event log included) by their path in the YAML."""
+    parts: dict[FieldPath, KafkaSourceSpec | KafkaSinkSpec] = {}
+    if spec.source.kafka is not None:
+        parts["source", "kafka"] = spec.source.kafka
+    for name in ("outputs", "dead_letters"):
+        sink = getattr(spec.sinks, name).kafka
+        if sink is not None:
+            parts["sinks", name, "kafka"] = sink
+    if spec.event_log is not None and spec.event_log.kafka is not None:
+        parts["event_log", "kafka"] = spec.event_log.kafka
+    return parts
+
+
+def _kafka_problems(loaded: LoadedSpec) -> list[SpecProblem]:
+    """The job's Kafka parts need a connector jar (one a part names, which serves them all,
+    or the fetched one), a named jar must exist, and an exactly-once sink's transactions
+    must outlive a checkpoint interval."""
+    problems = []
+    line_of = loaded.source.source_map.line_of
+    interval_s = loaded.spec.checkpointing.interval_s
+    parts = kafka_parts(loaded.spec)
+    any_named = any(part.connector_jar is not None for part in parts.values())
+    for path, part in parts.items():
+        if part.connector_jar is None and not any_named:
+            try:
+                missing = cached_jar("kafka") is None
+                reason = (
+                    "no Kafka connector jar in the cache; run `streamagents jars fetch kafka` "
+                    "(or set connector_jar)"
+                )
+            except JarFetchError as exc:
+                missing, reason = True, f"no Kafka connector jar: {exc}; set connector_jar"
+            if missing:
+                problems.append(SpecProblem(line_of(path), _dotted(path), reason))
+        elif (
+            part.connector_jar is not None
+            and not _URI.match(part.connector_jar)
+            and not Path(part.connector_jar).is_file()
+        ):
+            where = (*path, "connector_jar")
+            problems.append(
+                SpecProblem(
+                    line_of(where),
+                    _dotted(where),
+                    f"no such file: {part.connector_jar}; run `streamagents jars fetch kafka` "
+                    "and leave connector_jar unset to use the cached jar",
+                )
+            )
+        if (
+            isinstance(part, KafkaSinkSpec)
+            and part.delivery == "exactly-once"
+            and part.transaction_timeout_s <= interval_s
+        ):
+            where = (*path, "transaction_timeout_s")
+            problems.append(
+                SpecProblem(
+                    line_of(where),
+                    _dotted(where),
+                    f"the transaction timeout ({part.transaction_timeout_s:g} s) must be longer "
+                    f"than checkpointing.interval_s ({interval_s:g} s): transactions are "
+                    "committed on checkpoints, and Kafka aborts one that outlives its timeout",
+                )
+            )
+    return problems
 
 
 def _choose_model(spec: JobSpec, loaded: LoadedYaml, file: str) -> ModelEntry:

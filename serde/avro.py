@@ -28,7 +28,7 @@ from typing import Any
 import fastavro
 
 from streamagents.serde.avro_compat import check_compatible
-from streamagents.serde.events import AgentEvent, EventType
+from streamagents.serde.events import AgentEvent, EventText, EventType
 from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
 from streamagents.serde.safe_text import clip, is_credential_name, redact_secrets
 
@@ -122,6 +122,7 @@ class _VersionShape:
         self.part_metadata = _has_metadata(part)
         self.message_metadata = _has_metadata(message)
         self.call_metadata = _has_metadata(call)
+        self.interactions = any(f["name"] == "interaction_id" for f in payload["fields"])
 
 
 _SHAPES = {version: _VersionShape(schema) for version, schema in _SCHEMAS.items()}
@@ -267,7 +268,7 @@ class _Encoder:
         payload = event.payload
         event_type = event.event_type.value
         usage = payload.usage
-        return {
+        record = {
             "event_id": event.event_id,
             "event_type": event_type if event_type in self.shape.event_types else "unknown",
             "job_id": event.job_id,
@@ -296,6 +297,10 @@ class _Encoder:
                 "attributes": {k: redact_secrets(v) for k, v in payload.attributes.items()},
             },
         }
+        if self.shape.interactions:
+            record["payload"]["interaction_id"] = _string(payload.interaction_id)
+            record["payload"]["continued_from"] = _string(payload.continued_from)
+        return record
 
 
 _ENCODERS: dict[tuple[int, LogLevel, int], _Encoder] = {}
@@ -322,7 +327,9 @@ def to_record(
         encoder = _ENCODERS.setdefault(
             (version, level, text_limit), _Encoder(version, level, text_limit)
         )
-    if isinstance(event, str):
+    if isinstance(event, EventText):
+        event = event.event  # validated when it was built; no JSON round trip
+    elif isinstance(event, str):
         event = AgentEvent.model_validate_json(event)
     return encoder.event(event)
 
@@ -430,6 +437,8 @@ def from_record(record: dict[str, Any]) -> AgentEvent:
                 "attempts": payload.get("attempts"),
                 "cost_usd": payload.get("cost_usd"),
                 "attributes": payload["attributes"],
+                "interaction_id": payload.get("interaction_id"),
+                "continued_from": payload.get("continued_from"),
             },
         }
     )

@@ -50,3 +50,15 @@ class ChatResponse(BaseModel):
     finish_reason: str | None = Field(default=None, description="Provider's finish reason.")
     model_version: str | None = Field(default=None, description="Model that answered.")
     latency_ms: float = Field(default=0.0, ge=0, description="Wall time of the call.")
+    interaction_id: str | None = Field(
+        default=None,
+        description="The stored interaction a next request can continue (Interactions API).",
+    )
+    continued_from: str | None = Field(
+        default=None,
+        description="The stored interaction this request continued: only newer steps were sent.",
+    )
+    continuation_fallback: str | None = Field(
+        default=None,
+        description="Why a continuation was asked for but the whole conversation was sent.",
+    )

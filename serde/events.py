@@ -25,6 +25,7 @@ from streamagents.serde.messages import ChatMessage, ToolCall
 __all__ = [
     "AgentEvent",
     "EventPayload",
+    "EventText",
     "EventType",
     "new_event",
 ]
@@ -83,6 +84,13 @@ class EventPayload(BaseModel):
     cost_usd: float | None = Field(default=None, ge=0, description="Estimated cost in USD.")
     attributes: dict[str, str] = Field(
         default_factory=dict, description="Small free-form facts, e.g. the input id."
+    )
+    interaction_id: str | None = Field(
+        default=None, description="The stored interaction a model reply can be continued from."
+    )
+    continued_from: str | None = Field(
+        default=None,
+        description="The stored interaction the model request continued (None: all sent).",
     )
 
     @field_validator("messages")
@@ -145,3 +153,18 @@ def new_event(
     if event_id is not None:
         fields["event_id"] = event_id
     return AgentEvent(**fields)
+
+
+class EventText(str):
+    """An event's JSON text that also carries the `AgentEvent` it was dumped from, so a
+    writer in the same process takes the model instead of parsing the text back; anywhere
+    else (a side output, a file) it is plain JSON text."""
+
+    event: AgentEvent
+
+    @classmethod
+    def of(cls, event: AgentEvent) -> EventText:
+        """The JSON text of `event`, carrying `event`."""
+        text = cls(event.model_dump_json())
+        text.event = event
+        return text

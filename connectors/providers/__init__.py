@@ -18,7 +18,7 @@ from streamagents.connectors.providers._errors import (
     UnsupportedContent,
 )
 from streamagents.connectors.providers._retry import RetryBudget, RetryPolicy
-from streamagents.connectors.providers.gemini import GeminiChatModel
+from streamagents.connectors.providers.gemini import GeminiChatModel, GeminiInteractionsModel
 from streamagents.connectors.providers.openai import OpenAIChatModel, OpenAIResponsesModel
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "ConnectionFailed",
     "EmptyResponseError",
     "GeminiChatModel",
+    "GeminiInteractionsModel",
     "InvalidContent",
     "MalformedResponse",
     "OpenAIChatModel",
@@ -44,6 +45,7 @@ __all__ = [
 
 PROVIDERS: dict[str, type[ChatModel]] = {
     "gemini": GeminiChatModel,
+    "gemini-interactions": GeminiInteractionsModel,
     "openai": OpenAIChatModel,
     "openai-responses": OpenAIResponsesModel,
 }
@@ -51,7 +53,8 @@ PROVIDERS: dict[str, type[ChatModel]] = {
 
 
 def create_model(provider: str, model: str, **options: Any) -> ChatModel:
-    """Build the adapter for `provider` ("gemini", "openai", "openai-responses") and `model`.
+    """Build the adapter for `provider` ("gemini", "gemini-interactions", "openai",
+    "openai-responses") and `model`.
 
     `options` are the adapter's constructor keyword arguments: the shared `ModelOptions`
     (api_key, base_url, timeout, max_retries, retry, retry_budget, media_store, generation)

@@ -114,13 +114,20 @@ def _resolved(message: ChatMessage, store: MediaStore | None) -> ChatMessage:
 
 
 def prepare_messages(
-    messages: Iterable[MessageLike], store: MediaStore | None = None
+    messages: Iterable[MessageLike],
+    store: MediaStore | None = None,
+    assistant_media: frozenset[str] = frozenset(),
 ) -> list[ChatMessage]:
-    """Validated messages whose media are inline bytes or URLs, ready for a wire encoder."""
+    """Validated messages whose media are inline bytes or URLs, ready for a wire encoder.
+
+    `assistant_media` names the media kinds a wire can send back in an assistant message
+    (none by default)."""
     prepared = []
     for item in messages:
         message = _validated(item)
-        if message.role == "assistant" and message.has_media:
+        if message.role == "assistant" and any(
+            p.kind not in assistant_media for p in message.media
+        ):
             kinds = ", ".join(sorted({p.kind for p in message.media}))
             raise UnsupportedContent(
                 f"{ASSISTANT_MEDIA_RULE} (this assistant message has {kinds} parts)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamagents.serde.events import new_event
+from streamagents.serde.events import EventText, new_event
 
 __all__ = ["event_id_for", "make_event"]
 
@@ -24,8 +24,9 @@ def make_event(
     timestamp_ms: int,
     upstream_event_id: str | None,
     **payload: Any,
-) -> str:
-    """One event-log record: the JSON form of an `AgentEvent` with its deterministic id."""
+) -> EventText:
+    """One event-log record: the JSON form of an `AgentEvent` with its deterministic id
+    (carrying the model, for a writer in the same process)."""
     event = new_event(
         event_type,
         event_id=event_id_for(run_id, sequence),
@@ -37,4 +38,4 @@ def make_event(
         upstream_event_id=upstream_event_id,
         **payload,
     )
-    return event.model_dump_json()
+    return EventText.of(event)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -52,7 +52,10 @@ class ModelSpec(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    provider: str = Field(description='Provider name: "gemini", "openai" or "openai-responses".')
+    provider: str = Field(
+        description='Provider name: "gemini", "gemini-interactions", "openai" or '
+        '"openai-responses".'
+    )
     model: str = Field(description="Model name as the provider spells it.")
     options: dict[str, Any] = Field(
         default_factory=dict,
@@ -131,6 +134,19 @@ class InputLimits(BaseModel):
     )
 
 
+WaitingInputs = Annotated[
+    int,
+    Field(
+        ge=1,
+        description=(
+            "Inputs per subtask that may wait in keyed state behind their key's run; at the"
+            " bound, an input for a busy key waits for that key's run instead."
+        ),
+    ),
+]
+"""The bound on inputs waiting in a subtask's keyed state (`max_waiting_inputs`)."""
+
+
 class AgentConfig(BaseModel):
     """Everything the agent runtime needs to run one agent per key."""
 
@@ -144,14 +160,7 @@ class AgentConfig(BaseModel):
     )
     key_field: str = Field(default="key", description="Dotted path of the key in an input.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
-    max_waiting_inputs: int = Field(
-        default=256,
-        ge=1,
-        description=(
-            "Inputs per subtask that may wait in keyed state behind their key's run; at the"
-            " bound, an input for a busy key waits for that key's run instead."
-        ),
-    )
+    max_waiting_inputs: WaitingInputs = 256
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Short-term memory.")
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     media_store: str = Field(default="media", description="Media store root: path or URI.")

@@ -108,6 +108,11 @@ class RunState(BaseModel):
     output_tokens: int = 0
     sequence: int = Field(default=0, description="Sequence number of the last event emitted.")
     last_event_id: str | None = None
+    interaction_id: str | None = Field(
+        default=None,
+        description="The stored interaction of the run's last model reply (Interactions API): "
+        "the next model call continues it.",
+    )
     pending: PendingAction
     attributes: dict[str, Any] = Field(default_factory=dict, description="Passed to the output.")
     raw: str | None = Field(default=None, description="The raw input line when it is small.")
@@ -381,9 +386,10 @@ class AgentRuntime:
             request.append(ChatMessage.system(self.config.system_prompt))
         request.extend(history)
         request.extend(state.messages)
-        response = await self.model.achat(
-            request, self.tools.specs(), **self.config.model.generation
-        )
+        generation = self.config.model.generation
+        if state.interaction_id is not None:
+            generation = {**generation, "previous_interaction_id": state.interaction_id}
+        response = await self.model.achat(request, self.tools.specs(), **generation)
         if has_inline_media_above(response.message, 0):
             message = await asyncio.to_thread(self.store.offload, response.message, 0)
             response = response.model_copy(update={"message": message})
@@ -448,6 +454,8 @@ class AgentRuntime:
         data["input_tokens"] += response.usage.input_tokens
         data["output_tokens"] += response.usage.output_tokens
         data["messages"].append(message)
+        data["interaction_id"] = response.interaction_id
+        fallback = response.continuation_fallback
         response_id = run.emit(
             "chat_response",
             upstream=pending.request_event_id,
@@ -456,6 +464,9 @@ class AgentRuntime:
             model=response.model_version or self.config.model.model,
             latency_ms=outcome.latency_ms,
             finish_reason=response.finish_reason,
+            interaction_id=response.interaction_id,
+            continued_from=response.continued_from,
+            attributes={} if fallback is None else {"continuation_fallback": fallback},
         )
         if not message.tool_calls:
             return self._finish(run, message, history)

@@ -24,7 +24,11 @@ from streamagents.operators.flink.agent_function import (
     AgentFunction,
     RuntimeFactory,
 )
-from streamagents.operators.flink.eventlog_sink import sink_event_log
+from streamagents.operators.flink.eventlog_sink import (
+    EventLogSinkFunction,
+    event_log_writer,
+    sink_event_log,
+)
 from streamagents.operators.flink.parse_records import KEYED_INPUT_TYPE, ParseRecords
 
 __all__ = [
@@ -35,6 +39,7 @@ __all__ = [
     "RuntimeFactory",
     "agent_stream",
     "configure_environment",
+    "event_log_writer",
     "sink_event_log",
 ]
 
@@ -94,6 +99,7 @@ def agent_stream(
     config: AgentConfig,
     runtime_factory: RuntimeFactory = AgentRuntime.from_config,
     uid: str | None = None,
+    event_log: EventLogSinkFunction | None = None,
 ) -> AgentStreams:
     """Run the agent `config` describes on a stream of JSON input lines, one run per key.
 
@@ -101,6 +107,8 @@ def agent_stream(
     the output records, the event-log records and the dead letters, all JSON strings.
     `runtime_factory` builds the runtime in each subtask (default: from the config);
     `uid` names the stateful operator for savepoints (default: `config.job_id`).
+    `event_log` (from `event_log_writer`) makes the agent function write its events to the
+    Avro event log itself; the events stream is then empty.
     """
     name = uid or config.job_id
     parsed = records.process(ParseRecords(config), output_type=KEYED_INPUT_TYPE)
@@ -110,7 +118,7 @@ def agent_stream(
     parsed = parsed.set_parallelism(parallelism).name(f"{name}-parse").uid(f"{name}-parse")
     outputs = (
         parsed.key_by(lambda keyed: keyed[0], key_type=Types.STRING())
-        .process(AgentFunction(config, runtime_factory), output_type=Types.STRING())
+        .process(AgentFunction(config, runtime_factory, event_log), output_type=Types.STRING())
         .name(f"{name}-agent")
         .uid(f"{name}-agent")
     )

@@ -5,14 +5,16 @@ state: the run in progress (`RunState` JSON), the queue of inputs waiting for it
 order) and the short-term history. It drives an `AgentRuntime` one step at a time: all
 state changes happen on the task thread (`start` and `advance` compute them on a helper
 thread while it waits, see `_off_task`), `perform` runs on an `EngineLoop` thread. A call's
-result reaches the task thread only through a timer for its key, set at the call's
-estimated completion time. At the end of a bounded input Flink drops processing-time
-timers, so every busy key also holds a far-future event-time timer (deleted when the key
-is idle again, or every key ever seen would keep one in state); the final watermark
-fires it and the function then waits for that key's calls, re-arming at increasing
-timestamps until the key is idle. After a restore a run without a live call has its
-pending action performed again (calls are at-least-once; state and outputs are
-exactly-once with a transactional sink).
+result reaches the task thread through a timer for its key, set at the call's estimated
+completion time, or, when `max_waiting_inputs` inputs already wait in the subtask, in the
+`process_element` of the key's next input, which waits for it (the task thread never
+blocks for more than one call, so unaligned checkpoint barriers pass within one call).
+At the end of a bounded input Flink drops processing-time timers, so every busy key also
+holds a far-future event-time timer (deleted when the key is idle again, or every key
+ever seen would keep one in state); the final watermark fires it and the function then
+waits for that key's calls, re-arming at increasing timestamps until the key is idle.
+After a restore a run without a live call has its pending action performed again (calls
+are at-least-once; state and outputs are exactly-once with a transactional sink).
 
 With a memory TTL, a run that ends sets a processing-time cleanup timer at its history's
 expiry (the due time is kept in keyed state); when it fires on an idle key whose history
@@ -48,7 +50,9 @@ from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState
 from streamagents.operators.flink._engine_loop import EngineLoop, Timed
 from streamagents.operators.flink._metrics import EngineMetrics, UsageTotals
 from streamagents.operators.flink._poll_schedule import PollSchedule
+from streamagents.operators.flink._sdk_logging import quiet_sdk_loggers
 from streamagents.operators.flink._stored_history import StoredHistory
+from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
 from streamagents.serde.messages import ChatMessage
 
 __all__ = [
@@ -59,7 +63,8 @@ __all__ = [
 ]
 
 EVENTS_TAG = OutputTag("streamagents-events", Types.STRING())
-"""Side output of the agent function: event-log records (JSON strings)."""
+"""Side output of the agent function: event-log records (JSON strings); empty when the
+function writes its event log itself."""
 
 DEAD_LETTERS_TAG = OutputTag("streamagents-dead-letters", Types.STRING())
 """Side output of both functions: dead-letter records (JSON strings)."""
@@ -106,14 +111,21 @@ def _output_totals(output: dict[str, Any]) -> UsageTotals:
 class AgentFunction(KeyedProcessFunction):
     """Runs one agent run per key at a time, many keys concurrently, state in keyed state."""
 
-    def __init__(self, config: AgentConfig, runtime_factory: RuntimeFactory) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        runtime_factory: RuntimeFactory,
+        event_log: EventLogSinkFunction | None = None,
+    ) -> None:
         self._config = config
         self._runtime_factory = runtime_factory
+        self._event_log = event_log
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def open(self, runtime_context: RuntimeContext) -> None:
         """Declare the keyed state, build the runtime, start the loop thread."""
+        quiet_sdk_loggers()
         self._run = runtime_context.get_state(ValueStateDescriptor("run", Types.STRING()))
         self._history = runtime_context.get_state(
             ValueStateDescriptor("history", Types.PICKLED_BYTE_ARRAY())
@@ -147,6 +159,8 @@ class AgentFunction(KeyedProcessFunction):
         self._closed = False
         self._waiting = 0
         self._metrics = EngineMetrics(runtime_context.get_metrics_group().add_group("streamagents"))
+        if self._event_log is not None:
+            self._event_log.open(runtime_context)
 
     def close(self) -> None:
         """Stop the loop thread (cancelling calls still running) and close the runtime."""
@@ -154,6 +168,8 @@ class AgentFunction(KeyedProcessFunction):
         self._calls.clear()
         self._loop.stop(self._runtime.aclose)
         self._steps.shutdown(wait=False)
+        if self._event_log is not None:
+            self._event_log.close()
 
     def _off_task(self, function: Callable[..., T], *args: Any) -> T:
         """Run a runtime step on the steps thread and wait for it.
@@ -300,8 +316,7 @@ class AgentFunction(KeyedProcessFunction):
         now_ms: int,
     ) -> Iterator[Any]:
         """Emit a step's records and keep or end its run; returns whether the run goes on."""
-        for event in step.events:
-            yield EVENTS_TAG, event
+        yield from self._emit_events(step.events)
         if step.dead_letter is not None:
             self._metrics.dead_letters.inc()
             yield DEAD_LETTERS_TAG, step.dead_letter
@@ -322,6 +337,16 @@ class AgentFunction(KeyedProcessFunction):
         self._run.clear()
         self._arm_cleanup(ctx, now_ms if step.history is not None else None)
         return False
+
+    def _emit_events(self, events: list[str]) -> Iterator[Any]:
+        """Write a step's events to this subtask's event log when it has one (no side output,
+        no second operator: see docs/eventlog.md), else send them to the events output."""
+        if self._event_log is not None:
+            if events:
+                self._event_log.write_events(events)
+            return
+        for event in events:
+            yield EVENTS_TAG, event
 
     def _issue(
         self, state: RunState, history: list[ChatMessage], key: str, ctx: Any, now_ms: int

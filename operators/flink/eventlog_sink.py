@@ -3,7 +3,9 @@
 `sink_event_log` attaches one `EventLogSinkFunction` per subtask to a stream of
 `AgentEvent` JSON strings. Each subtask owns an `EventLogWriter`, so parallel subtasks
 write distinct files. A record that is not a valid event is not dropped silently: an
-`error` event naming the reason takes its place.
+`error` event naming the reason takes its place. The agent function can also carry an
+(unopened) `EventLogSinkFunction` from `event_log_writer` and drive it itself — open,
+`write_events`, close — so its events skip the side output and a second operator.
 
 PyFlink 2.3 (thread mode) calls a Python function's `close()` only at the end of a bounded
 input: not on stop-with-savepoint, cancel, failover or a kill, and Python functions get no
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +37,13 @@ from streamagents.connectors.eventlog import (
 from streamagents.serde.avro import LogLevel
 from streamagents.serde.events import EventType, new_event
 
-__all__ = ["EventLogSinkFunction", "invalid_record_event", "sink_event_log", "subtask_index"]
+__all__ = [
+    "EventLogSinkFunction",
+    "event_log_writer",
+    "invalid_record_event",
+    "sink_event_log",
+    "subtask_index",
+]
 
 # The open sink of each (directory, subtask index) in this interpreter, so that a restarted
 # attempt can close the one it replaces.
@@ -137,12 +146,18 @@ class EventLogSinkFunction(ProcessFunction):
 
     def process_element(self, value: str, ctx: ProcessFunction.Context) -> Any:
         """Append one event; an invalid record is logged as an error event instead."""
-        assert self.writer is not None, "open() starts the writer"
-        try:
-            self.writer.write(value)
-        except ValueError as error:  # not a valid AgentEvent
-            self.writer.write(invalid_record_event(value, error))
+        self.write_events((value,))
         return iter(())
+
+    def write_events(self, events: Iterable[str]) -> None:
+        """Append events (JSON text); an invalid record is logged as an error event instead."""
+        writer = self.writer
+        assert writer is not None, "open() starts the writer"
+        for value in events:
+            try:
+                writer.write(value)
+            except ValueError as error:  # not a valid AgentEvent
+                writer.write(invalid_record_event(value, error))
 
     def close(self) -> None:
         """Stop the flusher and finish the open file (called at the end of bounded input)."""
@@ -157,6 +172,20 @@ class EventLogSinkFunction(ProcessFunction):
             self.writer = None
 
 
+def event_log_writer(
+    directory: str,
+    level: str = "standard",
+    roll_bytes: int = DEFAULT_ROLL_BYTES,
+    roll_seconds: float = DEFAULT_ROLL_SECONDS,
+    flush_seconds: float = DEFAULT_FLUSH_SECONDS,
+) -> EventLogSinkFunction | None:
+    """The (unopened) sink function writing Avro event log files in `directory`; None for
+    level `off`. Give it to `agent_stream(event_log=...)` to write from the agent function."""
+    if LogLevel.parse(level) is LogLevel.OFF:
+        return None
+    return EventLogSinkFunction(directory, level, roll_bytes, roll_seconds, flush_seconds)
+
+
 def sink_event_log(
     events: DataStream,
     directory: str,
@@ -169,7 +198,6 @@ def sink_event_log(
 
     Run the job with `env.execute()` / `execute_async()`: PyFlink 2.3's `execute_and_collect`
     keeps only the collected stream's own operators, so this branch would not run."""
-    if LogLevel.parse(level) is LogLevel.OFF:
-        return
-    function = EventLogSinkFunction(directory, level, roll_bytes, roll_seconds, flush_seconds)
-    events.process(function).name("event-log-sink").uid("streamagents-event-log-sink")
+    function = event_log_writer(directory, level, roll_bytes, roll_seconds, flush_seconds)
+    if function is not None:
+        events.process(function).name("event-log-sink").uid("streamagents-event-log-sink")

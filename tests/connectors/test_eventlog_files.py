@@ -62,6 +62,8 @@ def _run_events(key: str = "k1") -> list[AgentEvent]:
             latency_ms=41.0,
             finish_reason="stop",
             attempts=2,
+            interaction_id="int-2",
+            continued_from="int-1",
             **ids,
         ),
         new_event(
@@ -116,16 +118,40 @@ def test_v2_reader_reads_v1_files(tmp_path: Path) -> None:
     assert records[1]["payload"]["messages"][0]["parts"][0]["metadata"] == {}
 
 
-def test_read_events_resolves_files_of_both_versions_to_the_requested_one(
+def test_v2_reader_reads_v3_files_without_the_interaction_fields(tmp_path: Path) -> None:
+    with EventLogWriter(tmp_path, version=3) as writer:
+        writer.write_all(_run_events())
+    records = _plain_read(writer.finished[0], _shipped_schema(2))
+    assert "interaction_id" not in records[1]["payload"]
+    assert records[1]["payload"]["attempts"] == 2
+
+
+def test_v3_reader_reads_v2_files_with_null_interaction_fields(tmp_path: Path) -> None:
+    with EventLogWriter(tmp_path, version=2) as writer:
+        writer.write_all(_run_events())
+    records = _plain_read(writer.finished[0], _shipped_schema(3))
+    assert records[1]["payload"]["interaction_id"] is None
+    assert records[1]["payload"]["continued_from"] is None
+    assert records[1]["payload"]["attempts"] == 2
+
+
+def test_v3_records_the_interaction_and_the_continuation(tmp_path: Path) -> None:
+    with EventLogWriter(tmp_path, version=3) as writer:
+        writer.write_all(_run_events())
+    payload = _plain_read(writer.finished[0])[1]["payload"]
+    assert (payload["interaction_id"], payload["continued_from"]) == ("int-2", "int-1")
+
+
+def test_read_events_resolves_files_of_every_version_to_the_requested_one(
     tmp_path: Path,
 ) -> None:
-    for version in (1, 2):
+    for version in (1, 2, 3):
         with EventLogWriter(tmp_path, version=version, prefix=f"v{version}") as writer:
             writer.write_all(_run_events(key=f"k{version}"))
     newest = list(read_events(tmp_path))
     oldest = list(read_events(tmp_path, version=1))
-    assert len(newest) == len(oldest) == 8
-    assert all("cost_usd" in r["payload"] for r in newest)
+    assert len(newest) == len(oldest) == 12
+    assert all("continued_from" in r["payload"] for r in newest)
     assert not any("cost_usd" in r["payload"] for r in oldest)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import GeminiScript
+from doubles import GeminiScript, InteractionsPhotoScript
 from e2e_tools import image_bytes
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
@@ -231,3 +231,53 @@ def test_job_stopped_with_a_savepoint_resumes_with_each_output_once(workdir: Pat
         )
     outputs = committed_outputs(workdir)
     assert Counter(o["id"] for o in outputs) == INPUT_IDS
+
+
+def continuations_checkpointed(
+    folder: Path, stub: LoopbackStubServer, runs: int
+) -> Callable[[], bool]:
+    """Whether a checkpoint triggered after every run's continued model call began has
+    completed (the calls are held, so that checkpoint holds each run mid-way)."""
+    state: dict[str, int] = {}
+
+    def check() -> bool:
+        if "asked_at" not in state:
+            continued = [r for r in list(stub.requests) if b"previous_interaction_id" in r.body]
+            if len(continued) >= runs:
+                state["asked_at"] = checkpoint_number(folder)
+            return False
+        return checkpoint_number(folder) >= state["asked_at"] + 2
+
+    return check
+
+
+def test_a_restored_run_continues_its_stored_interaction_with_the_tool_image(
+    tmp_path: Path,
+) -> None:
+    photos = [{"id": f"photo-{n}", "key": f"p{n}", "text": f"scenario:photo {n}"} for n in (1, 2)]
+    (tmp_path / "inputs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in photos))
+    script = InteractionsPhotoScript(hold_s=60)
+    interactions = ("--provider", "gemini-interactions", "--tool", "e2e_tools:make_image")
+    with LoopbackStubServer(script) as stub:
+        run_until(
+            job_command("run", tmp_path, stub, *interactions),
+            continuations_checkpointed(tmp_path, stub, len(photos)),
+        )
+        checkpoint = latest_checkpoint(tmp_path)
+        assert checkpoint is not None and committed_outputs(tmp_path) == []
+        before = len(stub.requests)
+        script.hold_s = 0
+        run_until(
+            job_command("run", tmp_path, stub, *interactions, "--restore", str(checkpoint)),
+            lambda: len(committed_outputs(tmp_path)) == len(photos),
+        )
+        after = [r.json for r in stub.requests[before:]]
+    outputs = committed_outputs(tmp_path)
+    assert sorted((o["id"], o["text"]) for o in outputs) == [
+        ("photo-1", "saw picture 1"),
+        ("photo-2", "saw picture 2"),
+    ]
+    # The restored runs asked the model once each, continuing the interaction in their state
+    # with only the function_result (the picture) instead of the whole conversation.
+    assert sorted(b["previous_interaction_id"] for b in after) == ["int-1-1", "int-2-1"]
+    assert all([s["type"] for s in b["input"]] == ["function_result"] for b in after)

@@ -9,31 +9,24 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_jobs import CLI, demo_env, savepoint, start_run, wait_for
 
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.files import read_jsonl
 from streamagents.jobs.examples.demo_responder import DEMO_PREFIX
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "jobs" / "examples"
-CLI = [str(Path(sys.executable).parent / "streamagents")]
 
 
 def copy_example(target: Path) -> Path:
     """A private copy of the example directory (its outputs land next to the spec)."""
     shutil.copytree(EXAMPLES, target, ignore=shutil.ignore_patterns("out", "__pycache__"))
     return target / "support_tickets.yaml"
-
-
-def demo_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 def run_to_end(spec: Path) -> subprocess.CompletedProcess[str]:
@@ -113,47 +106,6 @@ def test_event_log_tells_each_run_step_by_step(example_run: dict[str, Any]) -> N
         check=True,
     )
     assert "tool_request" in cat.stdout and "key=C-17" in cat.stdout
-
-
-def wait_for(predicate: Any, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError("condition not met in time")
-
-
-def start_run(spec: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
-    """Start `streamagents run` in the background; returns it with its job id and REST address."""
-    handle = log.open("w")
-    process = subprocess.Popen(
-        [*CLI, "run", str(spec), *extra], env=demo_env(), stdout=handle, stderr=subprocess.STDOUT
-    )
-    found: list[re.Match[str]] = []
-
-    def started() -> bool:
-        match = re.search(r"savepoint ([0-9a-f]{32}) --jobmanager (\S+)", log.read_text())
-        if match:
-            found.append(match)
-        return bool(match) or process.poll() is not None
-
-    wait_for(started, 120)
-    assert found, log.read_text()[-3000:]
-    return process, found[0].group(1), found[0].group(2)
-
-
-def savepoint(job_id: str, address: str, target: Path) -> str:
-    result = subprocess.run(
-        [*CLI, "savepoint", job_id, "--jobmanager", address, "--target-dir", str(target)],
-        env=demo_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
 
 
 @pytest.mark.e2e

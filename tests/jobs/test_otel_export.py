@@ -126,6 +126,7 @@ def test_spans_follow_the_genai_conventions_with_parent_links(sample: SampleLog)
         "gen_ai.response.finish_reasons": ("tool_calls",),
         "gen_ai.usage.input_tokens": 120,
         "gen_ai.usage.output_tokens": 15,
+        "gen_ai.response.id": "run-alice.0002-interaction",
     }
     assert chats[0].kind == Span.SPAN_KIND_CLIENT
     assert chats[0].end_time_unix_nano - chats[0].start_time_unix_nano >= 395_000_000

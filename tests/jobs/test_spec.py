@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streamagents.connectors.providers import PROVIDERS
+from streamagents.connectors.providers import PROVIDERS, GeminiInteractionsModel
 from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.graph import agent_config, flink_configuration
@@ -75,7 +75,7 @@ def test_wrong_type_says_what_was_expected_and_what_was_found(tmp_path: Path) ->
 
 def test_bad_choice_suggests_the_nearest_valid_value(tmp_path: Path) -> None:
     message = problems(write(tmp_path, MINIMAL.replace("provider: gemini", "provider: gemni")))
-    assert ":6: agent.model.provider: expected 'gemini', 'openai'" in message
+    assert ":6: agent.model.provider: expected 'gemini', 'gemini-interactions'" in message
     assert "did you mean 'gemini'?" in message
 
 
@@ -189,6 +189,20 @@ def test_a_provider_this_installation_lacks_is_reported(
     with pytest.raises(SpecError) as caught:
         check_runnable(load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"}))
     assert ":6: agent.model.provider: provider 'gemini' is not available" in str(caught.value)
+
+
+def test_a_spec_chooses_the_interactions_wire_with_its_store_options(tmp_path: Path) -> None:
+    model = (
+        "{provider: gemini-interactions, model: gemini-3-pro, options: "
+        '{api_key: "${GEMINI_API_KEY}", store: true, continue_stored: false, stream: true}}'
+    )
+    text = MINIMAL.replace(MINIMAL.splitlines()[5].split(": ", 1)[1], model)
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+    check_runnable(loaded)
+    runtime = AgentRuntime.from_config(agent_config(loaded, model_spec(loaded.model)))
+    assert isinstance(runtime.model, GeminiInteractionsModel)
+    assert (runtime.model.options.store, runtime.model.options.continue_stored) == (True, False)
+    assert runtime.model.options.stream is True
 
 
 def test_the_tool_result_limit_reaches_the_agents_tools(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from clusters import restarting_cluster
 
 from streamagents.jobs.cluster import StandaloneCluster
 
@@ -23,17 +24,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture()
 def cluster(tmp_path: Path) -> Iterator[StandaloneCluster]:
     """JobManager + 2 TaskManagers that restart a failed job; always stopped, even on failure."""
-    conf = {
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": 20,
-        "restart-strategy.fixed-delay.delay": "2 s",
-        # Notice a killed TaskManager in seconds, not after the default 50 s.
-        "heartbeat.interval": 2000,
-        "heartbeat.timeout": 20000,
-    }
-    handle = StandaloneCluster(tmp_path / "cluster", taskmanagers=2, conf=conf)
-    try:
-        yield handle.start(timeout_s=180)
-    finally:
-        handle.stop()
-    assert handle.pids() == [], "cluster processes outlived the test"
+    with restarting_cluster(tmp_path / "cluster") as handle:
+        yield handle

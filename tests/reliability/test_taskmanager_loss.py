@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from backlog_scenario import submit
+from clusters import checkpoint_counts, restarts
 from doubles import calls_reply, text_reply
 from e2e_tools import image_bytes
 
@@ -147,20 +148,6 @@ def job_state(address: str, job_id: str) -> str | None:
         return str(rest_call(address, f"/jobs/{job_id}", timeout_s=10)["state"])
     except (urllib.error.URLError, OSError, ValueError, KeyError):
         return None
-
-
-def restarts(address: str, job_id: str) -> int:
-    """The job's restart count (Flink's `numRestarts` job metric)."""
-    reply = rest_call(address, f"/jobs/{job_id}/metrics?get=numRestarts", timeout_s=10)
-    return int(float(reply[0]["value"])) if reply else 0
-
-
-def checkpoint_counts(address: str, job_id: str) -> dict[str, int]:
-    """The job's checkpoint counts (`completed`, `failed`, `restored`, ...); empty if unknown."""
-    try:
-        return dict(rest_call(address, f"/jobs/{job_id}/checkpoints", timeout_s=10)["counts"])
-    except (urllib.error.URLError, OSError, ValueError, KeyError):
-        return {}
 
 
 def refs_in(value: Any) -> Iterator[MediaRef]:

@@ -106,3 +106,14 @@ def test_tool_results_must_be_tool_messages() -> None:
 def test_unknown_payload_field_is_an_error() -> None:
     with pytest.raises(ValidationError, match="colour"):
         new_event("output", job_id="j", key="k", run_id="r", sequence=0, colour="red")
+
+
+def test_event_text_is_the_events_json_and_is_logged_from_the_model_it_carries() -> None:
+    from streamagents.serde.avro import to_record
+    from streamagents.serde.events import EventText
+
+    event = _chat_response()
+    text = EventText.of(event)
+    assert AgentEvent.model_validate_json(text) == event
+    assert text.event is event
+    assert to_record(text) == to_record(event) == to_record(str(text))

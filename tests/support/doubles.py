@@ -8,6 +8,9 @@
   step) and answers as the scenario says: function calls, then a text answer. It records
   when each request arrived and when its reply left, so tests can check ordering and
   concurrency on the wire.
+- `InteractionsPhotoScript`: a scripted Interactions API for the loopback stub: asked
+  `scenario:photo <n>` it calls `make_image(seed=n)`, and continuing that stored
+  interaction it answers whether the image in the `function_result` is picture n.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from provider_wire import snake
+from e2e_tools import image_bytes
+from provider_wire import snake, wire_bytes
 
 from streamagents.connectors.loopback_stub import RecordedRequest, StubReply
 from streamagents.connectors.media import MediaStore
@@ -310,3 +314,51 @@ class GeminiScript:
     @staticmethod
     def _held(step: int, text: str) -> tuple[dict[str, Any], float]:
         return text_reply("held " + text.split()[-1]), 8.0
+
+
+class InteractionsPhotoScript:
+    """Responder for `LoopbackStubServer` playing an Interactions API model that reads a
+    tool's picture from the `function_result` step of a continued interaction.
+
+    A request without `previous_interaction_id` whose text is `scenario:photo <n>` gets a
+    call to `make_image(seed=n)` (interaction `int-<n>-1`); a request continuing
+    `int-<n>-1` gets `saw picture <n>` when its function result holds picture n (else
+    `wrong picture`), after `hold_s` seconds (interaction `int-<n>-2`)."""
+
+    def __init__(self, hold_s: float = 0.0) -> None:
+        self.hold_s = hold_s
+
+    def __call__(self, request: RecordedRequest) -> StubReply:
+        """Answer one interactions request."""
+        body = request.json
+        previous = body.get("previous_interaction_id")
+        if previous is None:
+            texts = [
+                item["text"]
+                for step in body["input"]
+                if step["type"] == "user_input"
+                for item in step["content"]
+                if item["type"] == "text"
+            ]
+            seed = int(texts[-1].split()[-1])
+            step = {"type": "function_call", "id": "fc-1", "name": "make_image"}
+            return StubReply(
+                {
+                    "id": f"int-{seed}-1",
+                    "status": "requires_action",
+                    "steps": [{**step, "arguments": {"seed": seed}}],
+                }
+            )
+        seed = int(previous.split("-")[1])
+        (result,) = [s for s in body["input"] if s["type"] == "function_result"]
+        images = [i for i in result["result"] if i.get("type") == "image"]
+        seen = len(images) == 1 and wire_bytes(images[0]["data"]) == image_bytes(seed)
+        time.sleep(self.hold_s)
+        text = f"saw picture {seed}" if seen else "wrong picture"
+        return StubReply(
+            {
+                "id": f"int-{seed}-2",
+                "status": "completed",
+                "steps": [{"type": "model_output", "content": [{"type": "text", "text": text}]}],
+            }
+        )

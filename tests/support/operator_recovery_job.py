@@ -4,7 +4,10 @@ Inputs come from a JSONL file read by a FileSource that keeps watching its folde
 read position is checkpointed, and an unbounded source keeps the job in its streaming
 steady state, as in production); outputs go to a FileSink whose part files are committed
 only when a checkpoint completes, so an output emitted after the last checkpoint of a
-killed run is never visible. Modes:
+killed run is never visible.
+
+The model is the `gemini` wire unless `--provider` names another (`gemini-interactions`);
+`--tool module:function` gives the agent a tool. Modes:
 
 - `run`: run until killed (optionally restored from `--restore`);
 - `savepoint`: run until `--stop-after` outputs are committed, stop with a savepoint
@@ -15,6 +18,7 @@ killed run is never visible. Modes:
 from __future__ import annotations
 
 import argparse
+import importlib
 import time
 from pathlib import Path
 
@@ -45,13 +49,16 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
         conf.set_string("execution.state-recovery.path", args.restore)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(1)
+    for tool in args.tool:  # the tools' modules, for the job's embedded Python
+        env.add_python_file(importlib.import_module(tool.partition(":")[0]).__file__)
     config = AgentConfig(
         job_id="operator-recovery",
         model=ModelSpec(
-            provider="gemini",
+            provider=args.provider,
             model="gemini-3-flash-preview",
             options={"api_key": "test-key", "base_url": args.stub, "max_retries": 0},
         ),
+        tools=args.tool,
         max_in_flight=8,
         media_store=args.media,
         offload_threshold_bytes=1024,
@@ -90,6 +97,8 @@ def main() -> None:
     parser.add_argument("--restore")
     parser.add_argument("--savepoints")
     parser.add_argument("--stop-after", type=int, default=1)
+    parser.add_argument("--provider", default="gemini")
+    parser.add_argument("--tool", action="append", default=[], help="module:function")
     args = parser.parse_args()
     env = build(args)
     if args.mode == "run":

@@ -79,6 +79,7 @@ def _chat(
         latency_ms=395.0,
         finish_reason=finish,
         cost_usd=0.0012,
+        interaction_id=f"{request}-interaction",
     )
 
 

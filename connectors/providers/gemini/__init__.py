@@ -1,5 +1,15 @@
-"""Gemini through `google-genai`: the pure wire (`wire`) and `GeminiChatModel`, which sends it."""
+"""Gemini through `google-genai`: the pure wires (`wire` for generateContent,
+`interactions_wire` for the Interactions API) and the models sending them."""
 
+from streamagents.connectors.providers.gemini._interactions_model import (
+    GeminiInteractionsModel,
+    GeminiInteractionsOptions,
+)
 from streamagents.connectors.providers.gemini._model import GeminiChatModel, GeminiOptions
 
-__all__ = ["GeminiChatModel", "GeminiOptions"]
+__all__ = [
+    "GeminiChatModel",
+    "GeminiInteractionsModel",
+    "GeminiInteractionsOptions",
+    "GeminiOptions",
+]

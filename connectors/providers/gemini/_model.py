@@ -14,6 +14,7 @@ from google.genai import types
 from streamagents.connectors.providers._adapter_base import ModelOptions, SDKChatModel
 from streamagents.connectors.providers._errors import ProviderError
 from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.gemini._request import send_generate_content
 from streamagents.connectors.providers.gemini.wire import (
     PROVIDER,
     GeminiRequest,
@@ -89,9 +90,7 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
         )
 
     async def _send(self, client: genai.Client, request: GeminiRequest) -> Any:
-        return await client.aio.models.generate_content(
-            model=self.model, contents=request.contents, config=request.config
-        )
+        return await send_generate_content(client, self.model, request.contents, request.config)
 
     def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
         return from_response(reply, model=self.model, latency_ms=latency_ms)

@@ -1,7 +1,7 @@
 """The Gemini wire: neutral messages to `generateContent` arguments, and the reply back.
 
 `to_request` and `from_response` are pure (no network); `GeminiChatModel` sends the
-request with the SDK.
+request with the SDK and hands `from_response` the reply's JSON object.
 
 Wire rules (see docs/providers.md): system messages become `system_instruction`; user
 media become `inline_data` blobs or `file_data`; consecutive tool results become one
@@ -20,7 +20,11 @@ from typing import Any
 from google.genai import types
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.providers._errors import UnsupportedContent, reject_silent_empty
+from streamagents.connectors.providers._errors import (
+    MalformedResponse,
+    UnsupportedContent,
+    reject_silent_empty,
+)
 from streamagents.connectors.providers._neutral_request import (
     MessageLike,
     ToolLike,
@@ -39,6 +43,7 @@ from streamagents.serde.messages import (
     TextPart,
     ToolCall,
     VideoPart,
+    decode_base64,
     media_kind_for_mime,
 )
 
@@ -193,47 +198,77 @@ def to_request(
     return GeminiRequest(contents=contents, config=_config(system, tools, options or {}))
 
 
-def _reply_part(part: types.Part, index: int) -> TextPart | MediaPart | ToolCall | None:
-    signature = part.thought_signature
-    metadata: dict[str, Any] = {THOUGHT_SIGNATURE: signature} if signature else {}
-    if part.function_call is not None:
-        call = part.function_call
-        if not call.id:
+def _part_metadata(part: Mapping[str, Any]) -> dict[str, Any]:
+    signature = part.get("thoughtSignature") or part.get("thought_signature")
+    if isinstance(signature, str) and signature:
+        return {THOUGHT_SIGNATURE: decode_base64(signature, "thoughtSignature")}
+    return {}
+
+
+def _field(value: Mapping[str, Any], camel: str, snake: str) -> Any:
+    """A reply field under its JSON name (camelCase) or the snake_case one servers may use."""
+    found = value.get(camel)
+    return value.get(snake) if found is None else found
+
+
+def _reply_part(part: Mapping[str, Any], index: int) -> TextPart | MediaPart | ToolCall | None:
+    metadata = _part_metadata(part)
+    call = _mapping(_field(part, "functionCall", "function_call"))
+    if call:
+        if not call.get("id"):
             metadata[SYNTHETIC_ID] = True
         return ToolCall(
-            id=call.id or f"gemini-{uuid.uuid4().hex[:12]}-{index}",
-            name=call.name or "",
-            arguments=dict(call.args or {}),
+            id=call.get("id") or f"gemini-{uuid.uuid4().hex[:12]}-{index}",
+            name=call.get("name") or "",
+            arguments=dict(_mapping(call.get("args"))),
             metadata=metadata,
         )
-    if part.thought:
+    if part.get("thought"):
         return None
-    if part.text is not None:
-        return TextPart(text=part.text, metadata=metadata)
-    blob = part.inline_data or part.file_data
-    if blob is None:
+    text = part.get("text")
+    if text is not None:
+        return TextPart(text=str(text), metadata=metadata)
+    inline = _mapping(_field(part, "inlineData", "inline_data"))
+    blob = inline or _mapping(_field(part, "fileData", "file_data"))
+    if not blob:
         return None
-    mime_type = blob.mime_type or ""
+    mime_type = str(_field(blob, "mimeType", "mime_type") or "")
     kind = media_kind_for_mime(mime_type)
     if kind is None:
         raise UnsupportedContent(
             f"the reply holds media of type {mime_type!r}, which fits no message part kind",
             provider=PROVIDER,
         )
-    if isinstance(blob, types.Blob):
-        return _MEDIA_CLASSES[kind](mime_type=mime_type, data=blob.data, metadata=metadata)
-    return _MEDIA_CLASSES[kind](mime_type=mime_type, url=blob.file_uri, metadata=metadata)
+    if inline:
+        data = decode_base64(str(inline.get("data") or ""), "inlineData.data")
+        return _MEDIA_CLASSES[kind](mime_type=mime_type, data=data, metadata=metadata)
+    url = _field(blob, "fileUri", "file_uri")
+    return _MEDIA_CLASSES[kind](mime_type=mime_type, url=url, metadata=metadata)
 
 
-def from_response(
-    response: types.GenerateContentResponse, *, model: str, latency_ms: float = 0.0
-) -> ChatResponse:
-    """The neutral response; raises `EmptyResponseError` for the silent empty reply."""
-    candidate = response.candidates[0] if response.candidates else None
-    reply_parts = (candidate.content.parts if candidate and candidate.content else None) or []
-    finish = candidate.finish_reason if candidate else None
-    if finish is None and response.prompt_feedback is not None:
-        finish = response.prompt_feedback.block_reason
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(usage: Mapping[str, Any], camel: str, snake: str) -> int:
+    value = _field(usage, camel, snake)
+    return value if isinstance(value, int) else 0
+
+
+def from_response(response: Any, *, model: str, latency_ms: float = 0.0) -> ChatResponse:
+    """The neutral response from the reply's JSON object, read once; raises
+    `EmptyResponseError` for the silent empty reply, `MalformedResponse` for a body that
+    is not a JSON object."""
+    if not isinstance(response, dict):
+        raise MalformedResponse("the reply body is not a JSON object", provider=PROVIDER)
+    candidates = response.get("candidates")
+    candidate = _mapping(candidates[0]) if isinstance(candidates, list) and candidates else None
+    content = _mapping(candidate.get("content")) if candidate is not None else {}
+    reply_parts = content.get("parts") if isinstance(content.get("parts"), list) else []
+    finish = _field(candidate, "finishReason", "finish_reason") if candidate else None
+    if finish is None:
+        feedback = _mapping(_field(response, "promptFeedback", "prompt_feedback"))
+        finish = _field(feedback, "blockReason", "block_reason")
     reject_silent_empty(
         bool(reply_parts),
         finish,
@@ -243,23 +278,20 @@ def from_response(
     parts: list[TextPart | MediaPart] = []
     calls: list[ToolCall] = []
     for index, raw in enumerate(reply_parts):
-        converted = _reply_part(raw, index)
+        converted = _reply_part(_mapping(raw), index)
         if isinstance(converted, ToolCall):
             calls.append(converted)
         elif converted is not None:
             parts.append(converted)
-    usage = response.usage_metadata
+    usage = _mapping(_field(response, "usageMetadata", "usage_metadata"))
     return ChatResponse(
         message=ChatMessage(role="assistant", parts=parts, tool_calls=calls),
         usage=TokenUsage(
-            input_tokens=(usage.prompt_token_count or 0) if usage else 0,
-            output_tokens=(
-                (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
-                if usage
-                else 0
-            ),
+            input_tokens=_count(usage, "promptTokenCount", "prompt_token_count"),
+            output_tokens=_count(usage, "candidatesTokenCount", "candidates_token_count")
+            + _count(usage, "thoughtsTokenCount", "thoughts_token_count"),
         ),
-        finish_reason=None if finish is None else str(getattr(finish, "value", finish)),
-        model_version=response.model_version or model,
+        finish_reason=None if finish is None else str(finish),
+        model_version=_field(response, "modelVersion", "model_version") or model,
         latency_ms=latency_ms,
     )

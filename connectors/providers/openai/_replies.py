@@ -9,7 +9,27 @@ from streamagents.connectors.providers._errors import MalformedResponse, reject_
 from streamagents.serde.chat import ChatResponse, TokenUsage
 from streamagents.serde.messages import ChatMessage, ToolCall
 
-__all__ = ["assistant_reply", "parse_arguments"]
+__all__ = ["assistant_reply", "json_body", "mapping", "parse_arguments", "sequence"]
+
+
+def json_body(reply: Any, provider: str) -> dict[str, Any]:
+    """The reply body as a JSON object: the SDK hands back text when the content type is not
+    JSON; `MalformedResponse` when it is not a JSON object."""
+    body = json.loads(reply) if isinstance(reply, (str, bytes)) else reply
+    if not isinstance(body, dict):
+        raise MalformedResponse("the reply body is not a JSON object", provider=provider)
+    return body
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one (a reply field that is absent,
+    null, or of another type reads as empty)."""
+    return value if isinstance(value, dict) else {}
+
+
+def sequence(value: Any) -> list[Any]:
+    """`value` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def parse_arguments(raw: str | None, name: str, provider: str) -> dict[str, Any]:

@@ -27,7 +27,13 @@ from streamagents.connectors.providers._neutral_request import (
     prepare_tools,
     wire_options,
 )
-from streamagents.connectors.providers.openai._replies import assistant_reply, parse_arguments
+from streamagents.connectors.providers.openai._replies import (
+    assistant_reply,
+    json_body,
+    mapping,
+    parse_arguments,
+    sequence,
+)
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, ToolCall
 
@@ -182,26 +188,29 @@ def to_request(
 
 
 def from_response(completion: Any, *, model: str, latency_ms: float = 0.0) -> ChatResponse:
-    """The neutral response; raises `EmptyResponseError` for the silent empty reply."""
-    choice = completion.choices[0] if completion.choices else None
-    message = choice.message if choice is not None else None
-    text = (message.content or message.refusal or "") if message is not None else ""
-    calls = [
-        ToolCall(
-            id=call.id,
-            name=call.function.name,
-            arguments=parse_arguments(call.function.arguments, call.function.name, PROVIDER),
-        )
-        for call in ((message.tool_calls if message is not None else None) or [])
-        if getattr(call, "function", None) is not None
-    ]
-    usage = completion.usage
+    """The neutral response from the reply's JSON (a dict, or its text); raises
+    `EmptyResponseError` for the silent empty reply."""
+    body = json_body(completion, PROVIDER)
+    choices = sequence(body.get("choices"))
+    choice = mapping(choices[0]) if choices else None
+    message = mapping(choice.get("message")) if choice is not None else {}
+    text = message.get("content") or message.get("refusal") or ""
+    calls = []
+    for call in sequence(message.get("tool_calls")):
+        function = mapping(call).get("function")
+        if isinstance(function, dict):
+            name = str(function.get("name") or "")
+            arguments = parse_arguments(function.get("arguments"), name, PROVIDER)
+            calls.append(ToolCall(id=str(call.get("id") or ""), name=name, arguments=arguments))
+    usage = body.get("usage")
     return assistant_reply(
-        text,
+        str(text),
         calls,
-        finish=choice.finish_reason if choice is not None else None,
-        usage=(usage.prompt_tokens, usage.completion_tokens) if usage else None,
-        model_version=completion.model or model,
+        finish=choice.get("finish_reason") if choice is not None else None,
+        usage=(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        if isinstance(usage, dict)
+        else None,
+        model_version=body.get("model") or model,
         latency_ms=latency_ms,
         provider=PROVIDER,
         empty="the reply had no choices or content and no finish reason",

@@ -25,7 +25,13 @@ from streamagents.connectors.providers._neutral_request import (
     prepare_tools,
     wire_options,
 )
-from streamagents.connectors.providers.openai._replies import assistant_reply, parse_arguments
+from streamagents.connectors.providers.openai._replies import (
+    assistant_reply,
+    json_body,
+    mapping,
+    parse_arguments,
+    sequence,
+)
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, ToolCall
 from streamagents.serde.safe_text import scrub
@@ -132,39 +138,47 @@ def to_request(
 
 
 def from_response(response: Any, *, model: str, latency_ms: float = 0.0) -> ChatResponse:
-    """The neutral response; raises `EmptyResponseError` for the silent empty reply."""
-    if response.error is not None:
+    """The neutral response from the reply's JSON (a dict, or its text); raises
+    `EmptyResponseError` for the silent empty reply."""
+    body = json_body(response, PROVIDER)
+    error = body.get("error")
+    if error is not None:
+        detail = mapping(error)
+        code = detail.get("code")
         raise ServerError(
-            scrub(str(getattr(response.error, "message", "") or "the response failed")),
+            scrub(str(detail.get("message") or "the response failed")),
             provider=PROVIDER,
-            code=getattr(response.error, "code", None),
+            code=None if code is None else str(code),
         )
     texts: list[str] = []
     calls: list[ToolCall] = []
-    for item in response.output or []:
-        if item.type == "message":
-            for piece in item.content or []:
-                text = getattr(piece, "text", None) or getattr(piece, "refusal", None)
+    for item in map(mapping, sequence(body.get("output"))):
+        if item.get("type") == "message":
+            for piece in map(mapping, sequence(item.get("content"))):
+                text = piece.get("text") or piece.get("refusal")
                 if text:
-                    texts.append(text)
-        elif item.type == "function_call":
+                    texts.append(str(text))
+        elif item.get("type") == "function_call":
+            name = str(item.get("name") or "")
+            item_id = item.get("id")
             calls.append(
                 ToolCall(
-                    id=item.call_id,
-                    name=item.name,
-                    arguments=parse_arguments(item.arguments, item.name, PROVIDER),
-                    metadata={ITEM_ID: item.id} if item.id else {},
+                    id=str(item.get("call_id") or ""),
+                    name=name,
+                    arguments=parse_arguments(item.get("arguments"), name, PROVIDER),
+                    metadata={ITEM_ID: item_id} if item_id else {},
                 )
             )
-    details = response.incomplete_details
-    finish = (details.reason if details is not None else None) or response.status
-    usage = response.usage
+    finish = mapping(body.get("incomplete_details")).get("reason") or body.get("status")
+    usage = body.get("usage")
     return assistant_reply(
         "".join(texts),
         calls,
         finish=finish,
-        usage=(usage.input_tokens, usage.output_tokens) if usage else None,
-        model_version=response.model or model,
+        usage=(usage.get("input_tokens"), usage.get("output_tokens"))
+        if isinstance(usage, dict)
+        else None,
+        model_version=body.get("model") or model,
         latency_ms=latency_ms,
         provider=PROVIDER,
         empty="the reply had no output and no status",

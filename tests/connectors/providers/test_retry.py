@@ -11,6 +11,7 @@ import pytest
 from streamagents.connectors.providers import (
     BadRequest,
     GeminiChatModel,
+    GeminiInteractionsModel,
     OpenAIChatModel,
     OpenAIResponsesModel,
     ProviderError,
@@ -71,9 +72,10 @@ def test_scrub_removes_secrets_and_base64_runs_and_caps_length() -> None:
 def test_create_model_builds_each_provider_and_rejects_unknown_names() -> None:
     built = {
         name: create_model(name, "m", api_key="k", base_url="http://127.0.0.1:9")
-        for name in ("gemini", "openai", "openai-responses")
+        for name in ("gemini", "gemini-interactions", "openai", "openai-responses")
     }
     assert isinstance(built["gemini"], GeminiChatModel)
+    assert isinstance(built["gemini-interactions"], GeminiInteractionsModel)
     assert isinstance(built["openai"], OpenAIChatModel)
     assert isinstance(built["openai-responses"], OpenAIResponsesModel)
     assert "k" not in repr(built["openai"])
@@ -86,8 +88,9 @@ def test_a_missing_api_key_is_refused_naming_the_variable(
 ) -> None:
     for variable in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(variable, raising=False)
-    with pytest.raises(ValueError, match="GEMINI_API_KEY"):
-        create_model("gemini", "gemini-3-pro")
+    for provider in ("gemini", "gemini-interactions"):
+        with pytest.raises(ValueError, match="GEMINI_API_KEY"):
+            create_model(provider, "gemini-3-pro")
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
         create_model("openai", "gpt-test")
     monkeypatch.setenv("GEMINI_API_KEY", "from-env")
@@ -116,7 +119,9 @@ def test_every_provider_maps_an_http_status_with_one_table(
     assert (error.status, error.code, error.retry_after) == (status, "X", 2.0)
 
 
-@pytest.mark.parametrize("provider", ["gemini", "openai", "openai-responses"])
+@pytest.mark.parametrize(
+    "provider", ["gemini", "gemini-interactions", "openai", "openai-responses"]
+)
 def test_an_unknown_option_is_refused_naming_it(provider: str) -> None:
     with pytest.raises(TypeError, match="unknown option 'temprature'"):
         create_model(provider, "m", api_key="k", temprature=0.2)

@@ -1,6 +1,6 @@
 """Robustness rules, the same for every provider: retries, faults, empty replies, clean errors.
 
-Each test runs against all three wires through the real SDKs and the loopback stub.
+Each test runs against all four wires through the real SDKs and the loopback stub.
 """
 
 from __future__ import annotations
@@ -68,6 +68,20 @@ WIRES = [
         path=":generateContent",
         ok={"candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]},
         empty={"candidates": []},
+        error=lambda status, message: {
+            "error": {"code": status, "message": message, "status": f"S{status}"}
+        },
+        api_prefix="",
+    ),
+    Wire(
+        provider="gemini-interactions",
+        path="/v1beta/interactions",
+        ok={
+            "id": "int-1",
+            "status": "completed",
+            "steps": [{"type": "model_output", "content": [{"type": "text", "text": "ok"}]}],
+        },
+        empty={"steps": []},
         error=lambda status, message: {
             "error": {"code": status, "message": message, "status": f"S{status}"}
         },
@@ -318,7 +332,7 @@ def test_an_error_code_or_status_echoing_the_key_or_media_is_scrubbed(
     encoded = base64.b64encode(PNG).decode()
     echoed = f"KEY_{API_KEY}_DATA_{encoded}"
     body = wire.error(400, "refused")
-    body["error"]["status" if wire.provider == "gemini" else "code"] = echoed
+    body["error"]["status" if wire.provider.startswith("gemini") else "code"] = echoed
     stub.script(StubReply(body, status=400))
     with pytest.raises(ProviderError) as raised:
         wire.model(stub.url).chat(HELLO)

@@ -1,0 +1,211 @@
+"""The event log against Apache Avro for Java 1.12 (the reference implementation).
+
+Files of every shipped schema version, written by `EventLogWriter` with its default codec,
+are read by Java with the reader schema of every version; each record Java resolves must
+equal, field by field, what fastavro resolves under the same reader schema. A file Java
+writes with our schema is read by `streamagents eventlog cat`, field by field equal to the
+records it was given. Java runs as a separate process, so these tests are `e2e`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pytest
+from avro_java import AvroJava
+from cli_jobs import CLI, demo_env
+from maven_artifacts import resolve
+
+from streamagents.connectors.eventlog import EventLogWriter, default_codec
+from streamagents.connectors.media import MediaStore
+from streamagents.jobs._eventlog_commands import _jsonable
+from streamagents.serde import avro_single_object as single_object
+from streamagents.serde.avro import SCHEMA_VERSIONS, schema_json
+from streamagents.serde.chat import TokenUsage
+from streamagents.serde.events import AgentEvent, EventType, new_event
+from streamagents.serde.messages import ChatMessage, ImagePart, TextPart, ToolCall
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def avro_java(tmp_path_factory: pytest.TempPathFactory) -> AvroJava:
+    """The Java reader/writer, compiled once for this module."""
+    return AvroJava(resolve("avro-java"), tmp_path_factory.mktemp("avro-java-classes"))
+
+
+def events(media_dir: Path) -> list[AgentEvent]:
+    """One event of every type, with text, a stored image, tool calls with metadata bytes,
+    usage, latency, errors and attributes: every branch of the schema's unions."""
+    store = MediaStore(str(media_dir))
+    picture = ImagePart(mime_type="image/png", data=b"\x89PNG\r\n" + bytes(range(256)) * 4)
+    ask = store.offload(ChatMessage.user([TextPart(text="Is this é broken?"), picture]), 0)
+    call = ToolCall(
+        id="c1",
+        name="lookup_order",
+        arguments={"order": "O-1", "nested": {"n": [1, 2.5, None, True]}},
+        metadata={"signature": b"\x00\xff\x80sig", "trace": {"ids": [1, "two"]}},
+    )
+    answer = ChatMessage(
+        role="assistant",
+        parts=[TextPart(text="checking " + "long " * 600, metadata={"thought": b"\x01\x02"})],
+        tool_calls=[call],
+    )
+    result = ChatMessage.tool_result("c1", "lookup_order", '{"status": "paid"}')
+    ids = {"job_id": "interop", "key": "C-7", "run_id": "run-1"}
+    kinds: dict[str, dict[str, Any]] = {
+        "input": {"messages": [ask], "attributes": {"input_id": "T-1"}},
+        "chat_request": {"messages": [ask], "model": "gemini-2.5-flash"},
+        "chat_response": {
+            "messages": [answer],
+            "tool_calls": [call],
+            "usage": TokenUsage(input_tokens=120, output_tokens=17),
+            "model": "gemini-2.5-flash",
+            "latency_ms": 41.25,
+            "finish_reason": "stop",
+            "attempts": 2,
+            "cost_usd": 0.00042,
+        },
+        "tool_request": {"tool_calls": [call]},
+        "tool_response": {"tool_results": [result], "latency_ms": 3.0},
+        "output": {
+            "messages": [ChatMessage(role="assistant", parts=[TextPart(text="Paid.")])],
+            "attributes": {"status": "ok"},
+        },
+        "error": {"error_class": "RateLimited", "error_message": "429 from the provider"},
+        "memory_trimmed": {"attributes": {"dropped": "4"}},
+        "budget_exceeded": {"error_class": "BudgetExceeded", "error_message": "max_model_calls"},
+    }
+    assert set(kinds) == {t.value for t in EventType} - {"unknown"}
+    return [
+        new_event(kind, sequence=n, timestamp_ms=1_790_000_000_000 + n, **ids, **payload)
+        for n, (kind, payload) in enumerate(kinds.items())
+    ]
+
+
+def written_file(directory: Path, version: int) -> Path:
+    with EventLogWriter(directory / "log", level="standard", version=version) as writer:
+        writer.write_all(events(directory / "media"))
+    (path,) = writer.finished
+    return path
+
+
+def fastavro_read(path: Path, reader_schema: dict[str, Any]) -> list[dict[str, Any]]:
+    with path.open("rb") as handle:
+        return list(fastavro.reader(handle, reader_schema=fastavro.parse_schema(reader_schema)))
+
+
+def differences(expected: Any, actual: Any, where: str = "") -> list[str]:
+    """Paths at which two decoded records differ (empty when equal field by field)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        found = []
+        for name in sorted(set(expected) | set(actual)):
+            if name not in expected or name not in actual:
+                found.append(f"{where}.{name}: only in one")
+            else:
+                found += differences(expected[name], actual[name], f"{where}.{name}")
+        return found
+    if isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            return [f"{where}: {len(expected)} items vs {len(actual)}"]
+        return [
+            d
+            for i, pair in enumerate(zip(expected, actual, strict=True))
+            for d in differences(*pair, f"{where}[{i}]")
+        ]
+    return (
+        []
+        if expected == actual and type(expected) is type(actual)
+        else [f"{where}: {expected!r} != {actual!r}"]
+    )
+
+
+def test_the_default_codec_is_one_java_reads_with_the_resolved_jars() -> None:
+    assert default_codec() in ("zstandard", "deflate")
+
+
+@pytest.mark.parametrize(
+    "written,reader", list(itertools.product(SCHEMA_VERSIONS, SCHEMA_VERSIONS))
+)
+def test_java_reads_every_version_with_every_reader_schema_as_fastavro_does(
+    avro_java: AvroJava, tmp_path: Path, written: int, reader: int
+) -> None:
+    path = written_file(tmp_path, written)
+    reader_schema = schema_json(reader)
+    by_java = avro_java.read(path, reader_schema, tmp_path)
+    by_fastavro = fastavro_read(path, reader_schema)
+    assert len(by_java) == len(by_fastavro) == len(EventType) - 1
+    for java_record, python_record in zip(by_java, by_fastavro, strict=True):
+        assert differences(python_record, java_record) == [], java_record["event_type"]
+    assert [r["event_type"] for r in by_java] == [r["event_type"] for r in by_fastavro]
+    image = by_java[0]["payload"]["messages"][0]["parts"][1]
+    assert image["size_bytes"] == 6 + 1024  # the stored image's ref, never its bytes
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+def test_eventlog_cat_reads_a_file_java_wrote_with_our_schema(
+    avro_java: AvroJava, tmp_path: Path, version: int
+) -> None:
+    ours = fastavro_read(written_file(tmp_path, version), schema_json(version))
+    java_file = tmp_path / "java-events.avro"
+    avro_java.write(schema_json(version), ours, java_file, codec="deflate")
+    assert java_file.read_bytes().startswith(b"Obj\x01")
+    cat = subprocess.run(
+        [*CLI, "eventlog", "cat", "--json", "--version", str(version), str(java_file)],
+        env=demo_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    printed = [json.loads(line) for line in cat.stdout.splitlines()]
+    expected = [json.loads(json.dumps(_jsonable(record), ensure_ascii=False)) for record in ours]
+    assert len(printed) == len(expected) == len(EventType) - 1
+    for shown, record in zip(printed, expected, strict=True):
+        assert differences(record, shown) == [], shown["event_type"]
+    human = subprocess.run(
+        [*CLI, "eventlog", "cat", str(java_file)],
+        env=demo_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert human.stdout.count("key=C-7") == len(expected)
+
+
+def single_object_records(tmp_path: Path, version: int) -> list[dict[str, Any]]:
+    return fastavro_read(written_file(tmp_path, version), schema_json(version))
+
+
+@pytest.mark.parametrize(
+    "written,reader", list(itertools.product(SCHEMA_VERSIONS, SCHEMA_VERSIONS))
+)
+def test_java_decodes_our_single_object_messages_to_every_version(
+    avro_java: AvroJava, tmp_path: Path, written: int, reader: int
+) -> None:
+    records = single_object_records(tmp_path, written)
+    messages = [single_object.encode(record, written) for record in records]
+    writers = [schema_json(version) for version in SCHEMA_VERSIONS]
+    by_java = avro_java.decode_messages(messages, schema_json(reader), writers, tmp_path)
+    ours = [single_object.decode(message, reader) for message in messages]
+    assert len(by_java) == len(ours) == len(EventType) - 1
+    for java_record, python_record in zip(by_java, ours, strict=True):
+        assert differences(python_record, java_record) == [], java_record["event_type"]
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+def test_single_object_messages_java_encodes_are_the_bytes_we_encode(
+    avro_java: AvroJava, tmp_path: Path, version: int
+) -> None:
+    records = single_object_records(tmp_path, version)
+    by_java = avro_java.encode_messages(schema_json(version), records, tmp_path)
+    assert by_java == [single_object.encode(record, version) for record in records]
+    for message, record in zip(by_java, records, strict=True):
+        assert single_object.writer_version(message) == version
+        assert differences(record, single_object.decode(message, version)) == []

@@ -1,0 +1,224 @@
+"""A job from Kafka to Kafka on the local mini-cluster, stopped with a savepoint and resumed.
+
+A real broker (session fixture) holds a 3-partition input topic. A producer writes inputs
+keyed by customer (some with an inline PNG, some malformed: not JSON, or without the
+key). `streamagents run` reads them with `starting_offsets: earliest`, answers through the
+demo model (the loopback stub's scripted Gemini double) and writes outputs, dead letters
+and the event log (Avro single-object messages) to topics exactly once. When every answer
+of the first batch is committed, the job is stopped with a savepoint; a second batch is
+written and the job resumes from the savepoint. A `read_committed` consumer then finds
+exactly one output per input id, one dead letter per malformed record, each key's outputs
+in input order in one partition, the source's consumer group with no lag, and each run's
+events once, readable under every schema version.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cli_jobs import savepoint, start_run, wait_for
+from e2e_tools import image_bytes
+from kafka_broker import KafkaBroker
+from kafka_tools import (
+    TopicRecord,
+    committed_lag,
+    kafka_sinks,
+    kafka_source,
+    produce,
+    read_topic,
+    read_topic_bytes,
+)
+
+from streamagents.serde import avro_single_object
+from streamagents.serde.avro import SCHEMA_VERSIONS
+
+KEYS = 12
+FIRST, SECOND = 160, 80  # good inputs in the first and second batch
+IMAGE_EVERY = 8
+MALFORMED_EVERY = 20  # after every 20th good input, one malformed record
+PARTITIONS = 3
+
+
+def batch(start: int, count: int) -> tuple[list[tuple[str | None, str]], set[str]]:
+    """Inputs `start`..`start+count-1` (keyed by customer, each key's `seq` rising) with a
+    malformed record after every MALFORMED_EVERY-th; returns the records and the malformed
+    records' markers."""
+    records: list[tuple[str | None, str]] = []
+    malformed = set()
+    for n in range(start, start + count):
+        customer = f"c-{n % KEYS:02d}"
+        record: dict[str, Any] = {
+            "id": f"in-{n:04d}",
+            "customer": {"id": customer},
+            "seq": n,
+            "text": f"Question {n} from {customer}.",
+        }
+        if n % IMAGE_EVERY == 0:
+            data = base64.b64encode(image_bytes(n, 3_000)).decode("ascii")
+            record["parts"] = [{"kind": "image", "mime_type": "image/png", "data": data}]
+        records.append((customer, json.dumps(record)))
+        if n % MALFORMED_EVERY == MALFORMED_EVERY - 1:
+            marker = f"bad-{n:04d}"
+            malformed.add(marker)
+            if n % (2 * MALFORMED_EVERY) == MALFORMED_EVERY - 1:
+                records.append((customer, f'{{"id": "{marker}", "customer": {{"id": "{customer}"'))
+            else:
+                records.append((None, json.dumps({"id": marker, "text": "no customer"})))
+    return records, malformed
+
+
+def write_spec(directory: Path, broker: KafkaBroker, topics: dict[str, str]) -> Path:
+    """The job spec: Kafka in, demo model, Kafka out (exactly once), 1 s checkpoints."""
+    servers = broker.bootstrap_servers
+    spec = {
+        "name": "kafka-e2e",
+        "source": kafka_source(servers, topics["inputs"], "kafka-e2e"),
+        "key": "customer.id",
+        "agent": {
+            "model": {
+                "provider": "demo",
+                "model": "kafka-demo",
+                "responder": "streamagents.jobs.examples.demo_responder:respond",
+            },
+            "system_prompt": "Answer the customer's question.",
+            "max_in_flight": 16,
+        },
+        "media_store": "media",
+        "event_log": {
+            "kafka": {"topic": topics["events"], "bootstrap_servers": servers},
+            "level": "standard",
+        },
+        "sinks": kafka_sinks(servers, topics["outputs"], topics["dead"]),
+        "parallelism": 2,
+        "checkpointing": {"interval_s": 1, "dir": "checkpoints"},
+    }
+    path = directory / "kafka-job.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def committed_ids(records: list[TopicRecord]) -> Counter[str]:
+    return Counter(record.json()["id"] for record in records)
+
+
+@pytest.fixture(scope="module")
+def kafka_run(
+    kafka_broker: KafkaBroker, kafka_connector_jar: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """Run the job over two batches with a savepoint between; returns what the topics hold."""
+    workdir = tmp_path_factory.mktemp("kafka-job")
+    topics = {
+        "inputs": "e2e-inputs",
+        "outputs": "e2e-answers",
+        "dead": "e2e-dead-letters",
+        "events": "e2e-events",
+    }
+    for topic in topics.values():
+        kafka_broker.create_topic(topic, PARTITIONS)
+    servers = kafka_broker.bootstrap_servers
+    spec = write_spec(workdir, kafka_broker, topics)
+    first, malformed = batch(0, FIRST)
+    produce(servers, topics["inputs"], first)
+
+    def answered(count: int) -> bool:
+        return len(committed_ids(read_topic(servers, topics["outputs"]))) >= count
+
+    process, job_id, address = start_run(spec, workdir / "first.log")
+    try:
+        wait_for(lambda: answered(FIRST), 240)
+        location = savepoint(job_id, address, workdir / "savepoints")
+        assert process.wait(timeout=120) == 0, (workdir / "first.log").read_text()[-3000:]
+    finally:
+        process.kill()
+    after_first = committed_ids(read_topic(servers, topics["outputs"]))
+
+    second, more_malformed = batch(FIRST, SECOND)
+    produce(servers, topics["inputs"], second)
+    process, job_id, address = start_run(spec, workdir / "second.log", "--from-savepoint", location)
+    try:
+        wait_for(lambda: answered(FIRST + SECOND), 240)
+        wait_for(lambda: committed_lag(servers, "kafka-e2e", topics["inputs"]) == 0, 60)
+        savepoint(job_id, address, workdir / "savepoints")
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+    return {
+        "outputs": read_topic(servers, topics["outputs"]),
+        "dead": read_topic(servers, topics["dead"]),
+        "events": read_topic_bytes(servers, topics["events"]),
+        "after_first": after_first,
+        "malformed": malformed | more_malformed,
+        "lag": committed_lag(servers, "kafka-e2e", topics["inputs"]),
+        "inputs": len(first) + len(second),
+    }
+
+
+def test_every_input_is_answered_exactly_once_across_the_savepoint(
+    kafka_run: dict[str, Any],
+) -> None:
+    ids = committed_ids(kafka_run["outputs"])
+    assert sorted(ids) == [f"in-{n:04d}" for n in range(FIRST + SECOND)]
+    assert set(ids.values()) == {1}, [i for i, c in ids.items() if c > 1]
+    assert sorted(kafka_run["after_first"]) == [f"in-{n:04d}" for n in range(FIRST)]
+    assert all(r.json()["status"] == "ok" for r in kafka_run["outputs"])
+
+
+def test_inline_images_reach_the_model(kafka_run: dict[str, Any]) -> None:
+    by_id = {r.json()["id"]: r.json() for r in kafka_run["outputs"]}
+    for n in range(0, FIRST + SECOND, IMAGE_EVERY):
+        assert "image/png" in by_id[f"in-{n:04d}"]["text"], by_id[f"in-{n:04d}"]["text"]
+    assert "image/png" not in by_id["in-0001"]["text"]
+
+
+def test_one_dead_letter_per_malformed_record_with_its_reason(kafka_run: dict[str, Any]) -> None:
+    letters = [r.json() for r in kafka_run["dead"]]
+    markers = Counter(
+        next(m for m in kafka_run["malformed"] if m in letter["input"]) for letter in letters
+    )
+    assert set(markers) == kafka_run["malformed"] and set(markers.values()) == {1}
+    assert {letter["error_type"] for letter in letters} == {"InvalidJson", "MissingKey"}
+
+
+def test_outputs_are_keyed_by_customer_and_each_key_keeps_input_order(
+    kafka_run: dict[str, Any],
+) -> None:
+    by_key: dict[str, list[TopicRecord]] = defaultdict(list)
+    for record in sorted(kafka_run["outputs"], key=lambda r: (r.partition, r.offset)):
+        assert record.key == record.json()["key"]
+        by_key[record.key].append(record)
+    assert len(by_key) == KEYS
+    for key, records in by_key.items():
+        assert len({r.partition for r in records}) == 1, key
+        seqs = [r.json()["attributes"]["seq"] for r in records]
+        assert seqs == sorted(seqs), (key, seqs)
+
+
+def test_the_source_group_has_committed_every_input(kafka_run: dict[str, Any]) -> None:
+    assert kafka_run["lag"] == 0
+
+
+def test_the_event_log_topic_holds_each_run_once_readable_under_every_version(
+    kafka_run: dict[str, Any],
+) -> None:
+    messages = kafka_run["events"]
+    assert messages and all(m.value[:2] == avro_single_object.MARKER for m in messages)
+    for version in SCHEMA_VERSIONS:
+        records = [avro_single_object.decode(m.value, version) for m in messages]
+        assert len({r["event_id"] for r in records}) == len(records)
+        assert all(m.key == r["key"] for m, r in zip(messages, records, strict=True))
+        outputs = Counter(
+            r["payload"]["attributes"]["input_id"] for r in records if r["event_type"] == "output"
+        )
+        assert sorted(outputs) == [f"in-{n:04d}" for n in range(FIRST + SECOND)]
+        assert set(outputs.values()) == {1}
+    runs: dict[str, list[int]] = defaultdict(list)
+    for message in sorted(messages, key=lambda m: (m.partition, m.offset)):
+        record = avro_single_object.decode(message.value)
+        runs[record["run_id"]].append(record["sequence"])
+    assert all(sequences == sorted(sequences) for sequences in runs.values())

@@ -1,0 +1,47 @@
+"""A standalone Flink cluster that restarts failed jobs, and the REST figures of a restart,
+for the tests that kill TaskManagers."""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.error
+from collections.abc import Iterator
+from pathlib import Path
+
+from streamagents.jobs.cluster import StandaloneCluster, rest_call
+
+__all__ = ["checkpoint_counts", "restarting_cluster", "restarts"]
+
+
+@contextlib.contextmanager
+def restarting_cluster(workdir: Path, taskmanagers: int = 2) -> Iterator[StandaloneCluster]:
+    """JobManager + TaskManagers that restart a failed job (fixed delay, 20 attempts) and
+    notice a killed TaskManager within seconds; always stopped, and checked gone, at exit."""
+    conf = {
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 20,
+        "restart-strategy.fixed-delay.delay": "2 s",
+        # Notice a killed TaskManager in seconds, not after the default 50 s.
+        "heartbeat.interval": 2000,
+        "heartbeat.timeout": 20000,
+    }
+    handle = StandaloneCluster(workdir, taskmanagers=taskmanagers, conf=conf)
+    try:
+        yield handle.start(timeout_s=180)
+    finally:
+        handle.stop()
+    assert handle.pids() == [], "cluster processes outlived the test"
+
+
+def restarts(address: str, job_id: str) -> int:
+    """The job's restart count (Flink's `numRestarts` job metric)."""
+    reply = rest_call(address, f"/jobs/{job_id}/metrics?get=numRestarts", timeout_s=10)
+    return int(float(reply[0]["value"])) if reply else 0
+
+
+def checkpoint_counts(address: str, job_id: str) -> dict[str, int]:
+    """The job's checkpoint counts (`completed`, `failed`, `restored`, ...); empty if unknown."""
+    try:
+        return dict(rest_call(address, f"/jobs/{job_id}/checkpoints", timeout_s=10)["counts"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return {}
