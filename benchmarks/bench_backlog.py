@@ -33,6 +33,7 @@ from backlog_scenario import (
     BacklogWatch,
     CountingTestModel,
     add_inputs,
+    commit_lag_s,
     input_id,
     submit,
     write_backlog_spec,
@@ -98,7 +99,7 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: Path) -> dict[str, An
         if completed
         else None,
         "first output committed at (s)": first_done,
-        "commit lag max (s)": watch.commit_lag_s(),
+        "commit lag max (s)": commit_lag_s(watch.samples),
         "turns/s": round(args.inputs / wall, 1),
         "model calls": sum(model.calls.values()),
         "history": [

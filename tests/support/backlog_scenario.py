@@ -133,8 +133,8 @@ def add_inputs(folder: Path, name: str, numbers: range, keys: int) -> None:
     hidden = folder / "data" / f".{name}.tmp"
     with hidden.open("w") as out:
         for n in numbers:
-            record = {"id": input_id(n), "customer": f"c{n % keys:05d}"}
-            record["text"] = f"input {input_id(n)} where is my order?"
+            text = f"input {input_id(n)} where is my order?"
+            record = {"id": input_id(n), "customer": f"c{n % keys:05d}", "text": text}
             out.write(json.dumps(record) + "\n")
     hidden.rename(folder / "data" / f"{name}.jsonl")
 
@@ -222,16 +222,15 @@ class BacklogWatch:
             if entry.get("status") == "COMPLETED"
         ]
 
-    def commit_lag_s(self) -> float:
-        """The longest time an output waited between being produced and being committed,
-        read from the samples: for each sample, how long ago the model had produced as many
-        outputs as are committed now."""
-        worst = 0.0
-        for sample in self.samples:
-            if sample.committed >= sample.produced:
-                continue
-            earliest = next(
-                (s.at_s for s in self.samples if s.produced > sample.committed), sample.at_s
-            )
-            worst = max(worst, sample.at_s - earliest)
-        return round(worst, 1)
+
+def commit_lag_s(samples: list[Sample]) -> float:
+    """The longest time an output waited between being produced and being committed, read
+    from `samples`: for each, how long before it the model had produced as many outputs as
+    are committed then."""
+    worst = 0.0
+    for sample in samples:
+        if sample.committed >= sample.produced:
+            continue
+        earliest = next((s.at_s for s in samples if s.produced > sample.committed), sample.at_s)
+        worst = max(worst, sample.at_s - earliest)
+    return round(worst, 1)
