@@ -48,7 +48,7 @@ from streamagents.serde.chat import ChatResponse, ToolSpec
 from streamagents.serde.messages import ChatMessage
 from streamagents.serde.safe_text import scrub
 
-__all__ = ["ChatModel", "LoopBoundClient", "ModelOptions", "SDKChatModel"]
+__all__ = ["TRANSPORT_ERRORS", "ChatModel", "LoopBoundClient", "ModelOptions", "SDKChatModel"]
 
 C = TypeVar("C")
 OptionsT = TypeVar("OptionsT", bound="ModelOptions")
@@ -126,7 +126,8 @@ def _http_exception_types(name: str) -> tuple[type[BaseException], ...]:
 
 
 _TIMEOUTS = (TimeoutError, asyncio.TimeoutError, *_http_exception_types("TimeoutException"))
-_TRANSPORT = (OSError, *_http_exception_types("TransportError"))
+TRANSPORT_ERRORS = (OSError, *_http_exception_types("TransportError"))
+"""Errors of a connection that failed or dropped (the adapters map them to ConnectionFailed)."""
 _BAD_BODIES = (json.JSONDecodeError, pydantic.ValidationError)
 
 
@@ -273,7 +274,7 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
             return self._malformed(error)
         if isinstance(error, _TIMEOUTS):
             return self._timed_out()
-        if isinstance(error, _TRANSPORT):
+        if isinstance(error, TRANSPORT_ERRORS):
             return ConnectionFailed(
                 f"connection failed ({type(error).__name__})", provider=self.provider
             )

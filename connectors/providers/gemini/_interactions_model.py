@@ -24,7 +24,7 @@ from google import genai
 from google.genai import _interactions as interactions_errors
 from google.genai import types
 
-from streamagents.connectors.providers._adapter_base import _TRANSPORT
+from streamagents.connectors.providers._adapter_base import TRANSPORT_ERRORS
 from streamagents.connectors.providers._errors import BadRequest, ConnectionFailed, ProviderError
 from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
 from streamagents.connectors.providers.gemini._model import GeminiChatModel, GeminiOptions
@@ -152,7 +152,7 @@ class GeminiInteractionsModel(GeminiChatModel):
         try:
             async for event in events:
                 stream.add(event.model_dump(mode="json", exclude_none=True))
-        except (*_TRANSPORT, interactions_errors.APIConnectionError):
+        except (*TRANSPORT_ERRORS, interactions_errors.APIConnectionError):
             if stream.interaction_id is None:
                 raise
 
