@@ -1,12 +1,18 @@
-"""Cluster support without a cluster: the PATH Flink's processes and workers see."""
+"""Cluster support without a cluster: the PATH Flink's processes and workers see, and the
+configuration a cluster is started with."""
 
 from __future__ import annotations
 
 import os
 import sys
+from functools import reduce
 from pathlib import Path
+from typing import Any
 
-from streamagents.jobs.cluster import interpreter_first, script_environment
+import yaml
+
+from streamagents.jobs.cluster import StandaloneCluster, interpreter_first, script_environment
+from streamagents.operators.engine_settings import BUFFER_DEBLOAT
 
 BIN = str(Path(sys.executable).parent)
 
@@ -19,3 +25,18 @@ def test_the_interpreter_s_directory_comes_first_on_path_once() -> None:
 
 def test_flink_scripts_get_the_interpreter_first_on_path() -> None:
     assert script_environment({"X": "1"})["PATH"].split(os.pathsep)[0] == BIN
+
+
+def written_setting(cluster: StandaloneCluster, dotted: str) -> Any:
+    """A setting of the config.yaml the cluster wrote (Flink nests dotted keys)."""
+    config = yaml.safe_load((cluster.conf_dir / "config.yaml").read_text())
+    return reduce(lambda node, part: node[part], dotted.split("."), config)
+
+
+def test_a_cluster_debloats_its_network_buffers_unless_told_otherwise(tmp_path: Path) -> None:
+    default = StandaloneCluster(tmp_path / "default")
+    default.write_configuration()
+    assert written_setting(default, BUFFER_DEBLOAT) is True
+    aligned = StandaloneCluster(tmp_path / "off", conf={BUFFER_DEBLOAT: False})
+    aligned.write_configuration()
+    assert written_setting(aligned, BUFFER_DEBLOAT) is False
