@@ -313,10 +313,20 @@ class SinksSpec(_SpecModel):
     dead_letters: SinkSpec = Field(description="One JSON record per rejected input.")
 
 
+_YEAR_S = 365 * 24 * 3600.0
+"""Longest checkpoint interval or timeout a spec may give: Flink takes them as whole ms."""
+
+
 class CheckpointSpec(_SpecModel):
     """Checkpointing; the file sinks commit their files on each checkpoint."""
 
-    interval_s: float = Field(default=5.0, gt=0, description="Seconds between checkpoints.")
+    interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=_YEAR_S,
+        allow_inf_nan=False,
+        description="Seconds between checkpoints.",
+    )
     dir: PathOrUri | None = Field(default=None, description="Checkpoint directory or URI.")
     backend: Literal["hashmap", "rocksdb"] = Field(default="hashmap", description="State backend.")
     unaligned: bool = Field(
@@ -328,7 +338,11 @@ class CheckpointSpec(_SpecModel):
         ),
     )
     timeout_s: float = Field(
-        default=600.0, gt=0, description="A checkpoint not complete after this many seconds fails."
+        default=600.0,
+        gt=0,
+        le=_YEAR_S,
+        allow_inf_nan=False,
+        description="A checkpoint not complete after this many seconds fails.",
     )
 
 

@@ -273,3 +273,11 @@ def test_checkpoint_timeout_and_waiting_bound_must_be_positive(tmp_path: Path) -
         {"GEMINI_API_KEY": "test-key"},
     )
     assert agent_config(loaded, model_spec(loaded.model)).max_waiting_inputs == 9
+
+
+def test_checkpoint_durations_refuse_infinity_nan_and_more_than_a_year(tmp_path: Path) -> None:
+    for value in (".inf", ".nan", "1e300"):
+        text = MINIMAL + f"checkpointing: {{timeout_s: {value}, interval_s: {value}}}\n"
+        message = problems(write(tmp_path, text))
+        assert "checkpointing.timeout_s" in message, value
+        assert "checkpointing.interval_s" in message, value
