@@ -23,10 +23,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="streamagents-flink-entry")
     parser.add_argument("--spec", required=True, help="Path of the YAML job spec.")
     parser.add_argument("--demo-url", default=None, help="URL of the running demo model stub.")
+    parser.add_argument(
+        "--hold-input-end",
+        action="store_true",
+        help="Hold a bounded input open; the submitting command ends the job when answered.",
+    )
     args = parser.parse_args(argv)
     loaded = load_spec(args.spec)
     env = StreamExecutionEnvironment.get_execution_environment(flink_configuration(loaded.spec))
-    build_job(env, loaded, model_spec(loaded.model, args.demo_url))
+    build_job(
+        env, loaded, model_spec(loaded.model, args.demo_url), hold_input_end=args.hold_input_end
+    )
     env.execute(loaded.spec.name)
 
 

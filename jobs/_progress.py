@@ -1,7 +1,8 @@
 """Progress of a running job, read from Flink's REST API metrics, and the end-of-run summary.
 
 Records in are the source's `numRecordsOut`; finished and failed runs and runs in flight
-are the agent operator's `runs_finished`, `runs_failed` and `in_flight` metrics; dead
+are the agent operator's `runs_finished`, `runs_failed` and `in_flight` metrics (with its
+`busy_keys` and `waiting_inputs`, which tell when a held input is answered); dead
 letters are what the dead-letter sink's writer received. The summary at the end counts the
 committed files themselves, since the metrics die with the job.
 """
@@ -36,6 +37,8 @@ _SUFFIXES = (
     ("runs_finished", ".runs_finished"),
     ("runs_failed", ".runs_failed"),
     ("in_flight", ".in_flight"),
+    ("busy_keys", ".busy_keys"),
+    ("waiting_inputs", ".waiting_inputs"),
     ("dead_letters", f"{DEAD_LETTERS_NAME}__Writer.numRecordsIn"),
     ("dead_letters", f"{DEAD_LETTERS_NAME}-key.numRecordsIn"),
 )
@@ -50,6 +53,8 @@ class Progress:
     runs_failed: int | None = None
     in_flight: int | None = None
     dead_letters: int | None = None
+    busy_keys: int | None = None
+    waiting_inputs: int | None = None
 
     def line(self) -> str:
         """One status line, e.g. `in 7 | finished 5 (1 failed) | in flight 0 | dead letters 2`."""

@@ -4,22 +4,28 @@
 the end; `submit` hands the job to a running Flink cluster through `flink run -py`;
 `savepoint` stops a job with a savepoint through the REST API (PyFlink 2.3's own
 `stop_with_savepoint` is broken), and `run --from-savepoint` resumes from one.
+
+A bounded input (files, not watched) is held open while `run` or `submit --wait` follows
+the job, and the command ends the job with a draining savepoint once every input is
+answered, so the last runs finish under regular checkpoints (see `jobs._job_stop`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-import urllib.error
 from pathlib import Path
 from typing import Any
 
 from streamagents.connectors.eventlog import finalize_in_progress
+from streamagents.jobs._job_stop import StopError, finish_when_answered, stop_with_savepoint
 from streamagents.jobs._model_choice import demo_banner, demo_server, model_spec
 from streamagents.jobs._progress import (
     TERMINAL_STATES,
@@ -33,10 +39,10 @@ from streamagents.jobs.cluster import (
     flink_home,
     free_port,
     interpreter_first,
-    rest_call,
     script_environment,
 )
-from streamagents.jobs.spec import LoadedSpec, SpecError, check_runnable, load_spec
+from streamagents.jobs.graph import bounded_input
+from streamagents.jobs.spec import JobSpec, LoadedSpec, SpecError, check_runnable, load_spec
 
 __all__ = ["register"]
 
@@ -134,7 +140,11 @@ def _watch(
     failure_seen = 0
     while not done.wait(interval_s):
         current = read_progress(rest_address, job_id)
-        if current is not None and current != last:
+        if current is not None and last is not None and last.records_in:
+            # A source that has finished (a held bounded input) may no longer report it.
+            records_in = max(current.records_in or 0, last.records_in)
+            current = dataclasses.replace(current, records_in=records_in)
+        if current is not None and (last is None or current.line() != last.line()):
             print(f"[{time.monotonic() - started:7.1f}s] {current.line()}", flush=True)
             last = current
         failure = latest_failure(rest_address, job_id)
@@ -142,6 +152,28 @@ def _watch(
             failure_seen = failure[0]
             print(f"task failed, Flink restarts it: {loaded.redact(failure[1])}", flush=True)
     return last
+
+
+def _end_when_answered(rest_address: str, job_id: str, target: str, done: threading.Event) -> None:
+    """Start the thread that ends a job with a held bounded input once it is answered."""
+
+    def announce() -> None:
+        print("every input answered: stopping the job with a draining savepoint", flush=True)
+
+    threading.Thread(
+        target=finish_when_answered,
+        args=(rest_address, job_id, target, done),
+        kwargs={"announce": announce},
+        name="input-end",
+        daemon=True,
+    ).start()
+
+
+def _final_savepoints(spec: JobSpec, scratch: str) -> str:
+    """Where the draining savepoint that ends a held job goes: beside the checkpoints, or
+    in `scratch` when the spec names no checkpoint directory."""
+    checkpoints = spec.checkpointing.dir
+    return scratch if checkpoints is None else f"{checkpoints.rstrip('/')}/end-of-input"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -162,15 +194,18 @@ def _run(args: argparse.Namespace) -> int:
     if demo:
         print(demo_banner(loaded.model), flush=True)
     started = time.monotonic()
-    with demo_server(loaded.model) as demo_url:
+    hold = bounded_input(spec)
+    with demo_server(loaded.model) as demo_url, tempfile.TemporaryDirectory() as scratch:
         port = free_port()
         config = flink_configuration(spec, rest_port=port, restore_from=args.from_savepoint)
         # A local run gives up after a few failures in a row instead of restarting forever.
         config.set_string("restart-strategy.type", "fixed-delay")
         config.set_string("restart-strategy.fixed-delay.attempts", "3")
         config.set_string("restart-strategy.fixed-delay.delay", "2 s")
+        # Fresh metrics: progress lines, and the end of a held input seen within a second.
+        config.set_string("metrics.fetcher.update-interval", "1000")
         env = StreamExecutionEnvironment.get_execution_environment(config)
-        build_job(env, loaded, model_spec(loaded.model, demo_url))
+        build_job(env, loaded, model_spec(loaded.model, demo_url), hold_input_end=hold)
         client = env.execute_async(spec.name)
         job_id = str(client.get_job_id())
         print(
@@ -192,6 +227,8 @@ def _run(args: argparse.Namespace) -> int:
                 done.set()
 
         threading.Thread(target=wait_for_result, name="job-result", daemon=True).start()
+        if hold:
+            _end_when_answered(f"localhost:{port}", job_id, scratch, done)
         try:
             last = _watch(f"localhost:{port}", job_id, args.progress_interval, done, loaded)
             state = "FAILED" if failure else "FINISHED"
@@ -227,7 +264,8 @@ def _submit(args: argparse.Namespace) -> int:
         print(demo_banner(loaded.model), flush=True)
         print("the demo model runs in this process: staying until the job ends", flush=True)
     entry = Path(__file__).resolve().parent / "_flink_entry.py"
-    with demo_server(loaded.model) as demo_url:
+    follow = demo or args.wait
+    with demo_server(loaded.model) as demo_url, tempfile.TemporaryDirectory() as scratch:
         command = [
             "bash",
             str(flink_home() / "bin" / "flink"),
@@ -245,6 +283,8 @@ def _submit(args: argparse.Namespace) -> int:
         command += ["--spec", str(loaded.path)]
         if demo_url is not None:
             command += ["--demo-url", demo_url]
+        if follow:  # the command stays, so it can end a held bounded input
+            command += ["--hold-input-end"]
         result = subprocess.run(
             command, env=script_environment(), capture_output=True, text=True, check=False
         )
@@ -255,13 +295,14 @@ def _submit(args: argparse.Namespace) -> int:
             return 1
         job_id = found.group(1)
         print(job_id, flush=True)
-        if not (demo or args.wait):
+        if not follow:
             return 0
-        return _follow(args.jobmanager, job_id, loaded)
+        return _follow(args.jobmanager, job_id, loaded, _final_savepoints(loaded.spec, scratch))
 
 
-def _follow(rest_address: str, job_id: str, loaded: LoadedSpec) -> int:
-    """Print progress of a cluster job until it ends; exit code 0 only when it FINISHED."""
+def _follow(rest_address: str, job_id: str, loaded: LoadedSpec, final_savepoints: str) -> int:
+    """Print progress of a cluster job until it ends (ending it when its held bounded
+    input is answered); exit code 0 only when it FINISHED."""
     started = time.monotonic()
     done = threading.Event()
     states: list[str | None] = []
@@ -275,6 +316,8 @@ def _follow(rest_address: str, job_id: str, loaded: LoadedSpec) -> int:
             time.sleep(1.0)
 
     threading.Thread(target=poll_state, name="job-state", daemon=True).start()
+    if bounded_input(loaded.spec):
+        _end_when_answered(rest_address, job_id, final_savepoints, done)
     last = _watch(rest_address, job_id, 2.0, done, loaded)
     state = states[-1] or "UNKNOWN"
     print(summary(loaded.spec, state, time.monotonic() - started, last))
@@ -282,26 +325,12 @@ def _follow(rest_address: str, job_id: str, loaded: LoadedSpec) -> int:
 
 
 def _savepoint(args: argparse.Namespace) -> int:
-    target = args.target_dir
-    if "://" not in target:
-        target = Path(target).resolve().as_uri()
-    body = {"targetDirectory": target, "drain": False, "formatType": "CANONICAL"}
     try:
-        trigger = rest_call(args.jobmanager, f"/jobs/{args.job_id}/stop", body)["request-id"]
-    except (urllib.error.URLError, OSError, KeyError, ValueError) as exc:
-        print(f"cannot stop job {args.job_id} at {args.jobmanager}: {exc}", file=sys.stderr)
+        location = stop_with_savepoint(
+            args.jobmanager, args.job_id, args.target_dir, drain=False, timeout_s=args.timeout
+        )
+    except StopError as exc:
+        print(exc, file=sys.stderr)
         return 1
-    deadline = time.monotonic() + args.timeout
-    while time.monotonic() < deadline:
-        status = rest_call(args.jobmanager, f"/jobs/{args.job_id}/savepoints/{trigger}")
-        if status["status"]["id"] == "COMPLETED":
-            operation = status.get("operation", {})
-            if "location" in operation:
-                print(operation["location"])
-                return 0
-            cause = operation.get("failure-cause", {}).get("stack-trace", "unknown cause")
-            print(f"savepoint failed: {cause.splitlines()[0]}", file=sys.stderr)
-            return 1
-        time.sleep(0.5)
-    print(f"savepoint not finished after {args.timeout:.0f} s", file=sys.stderr)
-    return 1
+    print(location)
+    return 0

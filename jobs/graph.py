@@ -41,6 +41,7 @@ __all__ = [
     "OUTPUTS_NAME",
     "SOURCE_NAME",
     "agent_config",
+    "bounded_input",
     "build_job",
     "flink_configuration",
 ]
@@ -125,6 +126,12 @@ def _add_kafka_jar(env: StreamExecutionEnvironment, spec: JobSpec) -> None:
     add_connector_jar(env, jar)
 
 
+def bounded_input(spec: JobSpec) -> bool:
+    """Whether the spec's input ends by itself: files, not watched for more."""
+    files = spec.source.files
+    return files is not None and files.watch_interval_s is None
+
+
 def _source(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
     files, kafka = spec.source.files, spec.source.kafka
     if files is not None:
@@ -161,11 +168,15 @@ def build_job(
     loaded: LoadedSpec,
     model: ModelSpec,
     runtime_factory: RuntimeFactory = AgentRuntime.from_config,
+    *,
+    hold_input_end: bool = False,
 ) -> None:
     """Add the spec's whole pipeline to `env` (call `env.execute` afterwards).
 
     `runtime_factory` replaces the runtime built from the config (benchmarks give a test
-    double this way)."""
+    double this way). With `hold_input_end`, a bounded input's end does not end the job:
+    the caller stops it with a draining savepoint once every input is answered (see
+    `jobs._input_end`), so the last runs finish under regular checkpoints."""
     spec = loaded.spec
     env.set_parallelism(spec.parallelism)
     _add_kafka_jar(env, spec)
@@ -175,7 +186,13 @@ def build_job(
         rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
         writer = event_log_writer(event_log.path, level=event_log.level, **rolling)
     config = agent_config(loaded, model)
-    streams = agent_stream(_source(env, spec), config, runtime_factory, event_log=writer)
+    streams = agent_stream(
+        _source(env, spec),
+        config,
+        runtime_factory,
+        event_log=writer,
+        hold_input_end=hold_input_end and bounded_input(spec),
+    )
     _sink(streams.outputs, spec, spec.sinks.outputs, prefix="answers", name=OUTPUTS_NAME)
     _sink(
         streams.dead_letters,

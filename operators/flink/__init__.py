@@ -34,6 +34,7 @@ from streamagents.operators.flink.eventlog_sink import (
     event_log_writer,
     sink_event_log,
 )
+from streamagents.operators.flink.input_end_hold import key_with_hold
 from streamagents.operators.flink.parse_records import KEYED_INPUT_TYPE, ParseRecords
 
 __all__ = [
@@ -80,6 +81,7 @@ def agent_stream(
     runtime_factory: RuntimeFactory = AgentRuntime.from_config,
     uid: str | None = None,
     event_log: EventLogSinkFunction | None = None,
+    hold_input_end: bool = False,
 ) -> AgentStreams:
     """Run the agent `config` describes on a stream of JSON input lines, one run per key.
 
@@ -89,6 +91,9 @@ def agent_stream(
     `uid` names the stateful operator for savepoints (default: `config.job_id`).
     `event_log` (from `event_log_writer`) makes the agent function write its events to the
     Avro event log itself; the events stream is then empty.
+    `hold_input_end` keeps the function's input open after a bounded `records` ends, so
+    its last runs finish under regular checkpoints; the job then runs until it is stopped
+    with a savepoint that drains (see `operators/flink/input_end_hold.py`).
     """
     name = uid or config.job_id
     parsed = records.process(ParseRecords(config), output_type=KEYED_INPUT_TYPE)
@@ -96,9 +101,12 @@ def agent_stream(
     # agent in the order of their source partition (a rebalance would reorder them).
     parallelism = records._j_data_stream.getParallelism()
     parsed = parsed.set_parallelism(parallelism).name(f"{name}-parse").uid(f"{name}-parse")
+    if hold_input_end:
+        keyed = key_with_hold(parsed)
+    else:
+        keyed = parsed.key_by(lambda keyed: keyed[0], key_type=Types.STRING())
     outputs = (
-        parsed.key_by(lambda keyed: keyed[0], key_type=Types.STRING())
-        .process(AgentFunction(config, runtime_factory, event_log), output_type=Types.STRING())
+        keyed.process(AgentFunction(config, runtime_factory, event_log), output_type=Types.STRING())
         .name(f"{name}-agent")
         .uid(f"{name}-agent")
     )

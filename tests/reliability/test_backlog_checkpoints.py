@@ -26,7 +26,9 @@ from backlog_scenario import (
     CountingTestModel,
     commit_lag_s,
     input_id,
+    source_finished,
     submit,
+    submit_and_follow,
     write_backlog_spec,
 )
 
@@ -130,3 +132,100 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
         if c["trigger_timestamp"] / 1000 > killed_at_epoch + 3 * INTERVAL_S
     ]
     assert len(restored) >= 3, "checkpoints resume while the restored backlog is worked off"
+
+
+TAIL_INPUTS = 480
+TAIL_KEYS = 8
+
+
+def test_the_end_of_a_bounded_input_stays_protected(
+    cluster: StandaloneCluster, tmp_path: Path
+) -> None:
+    """`submit --wait` on a bounded folder: the source finishes with most inputs still
+    waiting in keyed state (8 keys, 60 inputs each, a 300 ms model); checkpoints go on
+    while they are worked off, a `kill -9` in that tail redoes about one interval of calls,
+    and the command ends the job (draining savepoint) once every input is answered."""
+    latency_s = 0.3
+    model = CountingTestModel(latency_s)
+    job = tmp_path / "job"
+    with LoopbackStubServer(model) as stub:
+        spec = write_backlog_spec(
+            job,
+            stub.url,
+            inputs=TAIL_INPUTS,
+            keys=TAIL_KEYS,
+            max_in_flight=MAX_IN_FLIGHT,
+            interval_s=INTERVAL_S,
+            extra_agent={"max_waiting_inputs": 1000},
+        )
+        log = tmp_path / "submit.log"
+        follower, job_id = submit_and_follow(spec, cluster.rest_address, log)
+        try:
+            watch = BacklogWatch(cluster.rest_address, job_id, job / "out" / "answers", model)
+            watch.wait_until(lambda s: source_finished(cluster.rest_address, job_id), 300)
+            finished_epoch, finished_at = time.time(), watch.samples[-1].at_s
+            answered_at_finish = model.answered
+            half_tail = answered_at_finish + (TAIL_INPUTS - answered_at_finish) // 2
+            watch.wait_until(lambda s: s.produced >= half_tail, timeout_s=300)
+            calls_at_kill = sum(model.calls.values())
+            answered_at_kill = model.answered
+            killed_at, killed_epoch = watch.samples[-1].at_s, time.time()
+            in_tail = [
+                c
+                for c in watch.completed_checkpoints()
+                if c["trigger_timestamp"] / 1000 > finished_epoch
+            ]
+            os.kill(cluster.taskmanager_pids()[0], signal.SIGKILL)
+            cluster.add_taskmanager()
+            watch.wait_until(lambda s: False, timeout_s=300)
+            assert watch.state() == "FINISHED"
+            exit_code = follower.wait(timeout=120)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+
+    output = log.read_text()
+    outputs = read_jsonl(job / "out" / "answers")
+    per_id = Counter(record["id"] for record in outputs)
+    lost = sorted({input_id(n) for n in range(TAIL_INPUTS)} - set(per_id))
+    duplicated = sorted(i for i, count in per_id.items() if count > 1)
+    reissued = sum(model.calls.values()) - TAIL_INPUTS
+    tail_rate = (answered_at_kill - answered_at_finish) / (killed_at - finished_at)
+    figures = {
+        "inputs": TAIL_INPUTS,
+        "keys": TAIL_KEYS,
+        "model_latency_s": latency_s,
+        "checkpoint_interval_s": INTERVAL_S,
+        "source_finished_at_s": finished_at,
+        "answered_when_source_finished": answered_at_finish,
+        "checkpoints_completed_after_source_finished_before_kill": len(in_tail),
+        "their_durations_s": [c["end_to_end_duration"] / 1000 for c in in_tail],
+        "killed_at_s": killed_at,
+        "calls_at_kill": calls_at_kill,
+        "tail_calls_per_s": round(tail_rate, 1),
+        "model_calls_reissued": reissued,
+        "reissued_in_intervals": round(reissued / (tail_rate * INTERVAL_S), 2),
+        "lost": len(lost),
+        "duplicated": len(duplicated),
+        "wall_time_s": watch.samples[-1].at_s,
+        "restored_checkpoints_after_kill": len(
+            [
+                c
+                for c in watch.completed_checkpoints()
+                if c["trigger_timestamp"] / 1000 > killed_epoch
+            ]
+        ),
+    }
+    (tmp_path / "bounded_end_figures.json").write_text(json.dumps(figures, indent=2))
+    print(json.dumps(figures, indent=2))
+
+    assert exit_code == 0, output[-3000:]
+    assert "every input answered: stopping the job with a draining savepoint" in output
+    assert lost == [] and duplicated == [], f"lost {lost[:10]}, duplicated {duplicated[:10]}"
+    # The source finished with most of the input still to do (waiting in keyed state).
+    assert answered_at_finish < TAIL_INPUTS // 2, figures
+    assert len(in_tail) >= 2, f"no checkpoints after the source finished: {figures}"
+    assert all(c["end_to_end_duration"] / 1000 <= 2 * INTERVAL_S for c in in_tail), figures
+    # About one interval of calls is made again, not every call since the source finished.
+    assert 0 < reissued <= 2 * tail_rate * INTERVAL_S + 2 * MAX_IN_FLIGHT, figures
+    assert answered_at_kill - answered_at_finish > 2 * reissued, figures

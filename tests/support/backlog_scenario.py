@@ -139,12 +139,17 @@ def add_inputs(folder: Path, name: str, numbers: range, keys: int) -> None:
     hidden.rename(folder / "data" / f"{name}.jsonl")
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run the `streamagents` command of this interpreter, without provider API keys."""
+def _cli_env() -> dict[str, str]:
+    """This environment without provider API keys, this interpreter's bin first on PATH."""
     env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the `streamagents` command of this interpreter, without provider API keys."""
     return subprocess.run(
-        [CLI, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+        [CLI, *args], env=_cli_env(), capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
@@ -157,6 +162,39 @@ def submit(spec: Path, address: str) -> str:
     if not found:
         raise RuntimeError(f"no job id in: {submitted.stdout[-2000:]}")
     return found.group(1)
+
+
+def submit_and_follow(spec: Path, address: str, log: Path) -> tuple[subprocess.Popen[str], str]:
+    """Start `streamagents submit --wait` (which holds a bounded input open and ends the job
+    once it is answered) with its output in `log`; returns it and the job id."""
+    process = subprocess.Popen(
+        [CLI, "submit", str(spec), "--jobmanager", address, "--wait"],
+        env=_cli_env(),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        found = re.search(r"^([0-9a-f]{32})$", log.read_text(), re.MULTILINE)
+        if found:
+            return process, found.group(1)
+        if process.poll() is not None:
+            break
+        time.sleep(0.5)
+    process.kill()
+    raise RuntimeError(f"no job id from submit --wait: {log.read_text()[-3000:]}")
+
+
+def source_finished(address: str, job_id: str) -> bool:
+    """Whether the job's file source (the vertex `Source: source ...`) has FINISHED."""
+    try:
+        vertices = rest_call(address, f"/jobs/{job_id}", timeout_s=10)["vertices"]
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return False
+    return any(
+        str(v["name"]).startswith("Source: source") and v["status"] == "FINISHED" for v in vertices
+    )
 
 
 @dataclass

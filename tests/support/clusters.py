@@ -24,6 +24,8 @@ def restarting_cluster(workdir: Path, taskmanagers: int = 2) -> Iterator[Standal
         # Notice a killed TaskManager in seconds, not after the default 50 s.
         "heartbeat.interval": 2000,
         "heartbeat.timeout": 20000,
+        # Fresh REST metrics: `submit --wait` sees a held bounded input answered sooner.
+        "metrics.fetcher.update-interval": 1000,
     }
     handle = StandaloneCluster(workdir, taskmanagers=taskmanagers, conf=conf)
     try:

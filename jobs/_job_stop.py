@@ -1,0 +1,148 @@
+"""Stopping a running job through Flink's REST API: with a savepoint (`streamagents
+savepoint`), and, for a job whose bounded input is held open (`build_job(hold_input_end=
+True)`), with a draining one once every input is answered.
+
+"Answered" is read from the REST API: the file source's tasks are FINISHED (a task ends
+only after the tasks it feeds have processed all its records) and, in a metrics snapshot
+taken afterwards, the agent has no call in flight, no busy key and no waiting input. The
+REST API serves metrics fetched up to `metrics.fetcher.update-interval` earlier, so the
+agent must look idle for that long plus two polls. Should it still have work (a restore
+after the check, say), the drain finishes it as an unheld input would: nothing is lost.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import urllib.error
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from streamagents.jobs._progress import job_state, read_progress
+from streamagents.jobs.cluster import rest_call
+from streamagents.jobs.graph import SOURCE_NAME
+
+__all__ = ["StopError", "finish_when_answered", "input_answered", "stop_with_savepoint"]
+
+_DEFAULT_FETCH_INTERVAL_S = 10.0
+_SOURCE_VERTEX = re.compile(rf"^Source: {re.escape(SOURCE_NAME)}( |$)")
+_UNREACHABLE = (urllib.error.URLError, OSError, ValueError, KeyError, TypeError)
+
+
+class StopError(RuntimeError):
+    """A stop-with-savepoint that could not be triggered or did not complete."""
+
+
+def savepoint_uri(path_or_uri: str) -> str:
+    """A savepoint target as Flink wants it: a URI as given, a local path as `file://`."""
+    return path_or_uri if "://" in path_or_uri else Path(path_or_uri).resolve().as_uri()
+
+
+def stop_with_savepoint(
+    rest_address: str, job_id: str, target: str, *, drain: bool, timeout_s: float
+) -> str:
+    """Stop the job with a canonical savepoint in `target`; its location. With `drain` the
+    sources end first (the watermark rises to its maximum, every input is finished)."""
+    body = {"targetDirectory": savepoint_uri(target), "drain": drain, "formatType": "CANONICAL"}
+    try:
+        trigger = rest_call(rest_address, f"/jobs/{job_id}/stop", body)["request-id"]
+    except _UNREACHABLE as exc:
+        raise StopError(f"cannot stop job {job_id} at {rest_address}: {exc}") from exc
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            status = rest_call(rest_address, f"/jobs/{job_id}/savepoints/{trigger}")
+        except _UNREACHABLE:
+            status = {}
+        if status.get("status", {}).get("id") == "COMPLETED":
+            operation = status.get("operation", {})
+            if "location" in operation:
+                return str(operation["location"])
+            cause = operation.get("failure-cause", {}).get("stack-trace", "unknown cause")
+            raise StopError(f"savepoint failed: {cause.splitlines()[0]}")
+        time.sleep(0.5)
+    raise StopError(f"savepoint not finished after {timeout_s:.0f} s")
+
+
+def _source_finished(rest_address: str, job_id: str) -> bool:
+    vertices = rest_call(rest_address, f"/jobs/{job_id}")["vertices"]
+    sources = [v for v in vertices if _SOURCE_VERTEX.match(str(v.get("name", "")))]
+    return bool(sources) and all(v.get("status") == "FINISHED" for v in sources)
+
+
+def input_answered(rest_address: str, job_id: str) -> bool:
+    """Whether the job runs, its file source has finished and the agent is idle (as the
+    REST API's metrics show it, see the module docstring)."""
+    try:
+        if job_state(rest_address, job_id) != "RUNNING":
+            return False
+        if not _source_finished(rest_address, job_id):
+            return False
+    except _UNREACHABLE:
+        return False
+    progress = read_progress(rest_address, job_id)
+    if progress is None:
+        return False
+    levels = (progress.in_flight, progress.busy_keys, progress.waiting_inputs)
+    return all(level == 0 for level in levels)
+
+
+def _fetch_interval_s(rest_address: str) -> float:
+    """The JobManager's `metrics.fetcher.update-interval`, in seconds (default 10)."""
+    try:
+        entries: list[dict[str, Any]] = rest_call(rest_address, "/jobmanager/config")
+    except _UNREACHABLE:
+        return _DEFAULT_FETCH_INTERVAL_S
+    for entry in entries:
+        if entry.get("key") == "metrics.fetcher.update-interval":
+            return _duration_s(str(entry.get("value", "")))
+    return _DEFAULT_FETCH_INTERVAL_S
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|min|m|h)?\s*$")
+_UNIT_S = {None: 0.001, "ms": 0.001, "s": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration_s(text: str) -> float:
+    """A Flink duration (`10000`, `500 ms`, `10 s`, `1 min`) in seconds; the default when
+    it is written some other way."""
+    found = _DURATION.match(text)
+    if found is None:
+        return _DEFAULT_FETCH_INTERVAL_S
+    return int(found.group(1)) * _UNIT_S[found.group(2)]
+
+
+def finish_when_answered(
+    rest_address: str,
+    job_id: str,
+    target: str,
+    done: threading.Event,
+    *,
+    poll_s: float = 1.0,
+    timeout_s: float = 300.0,
+    announce: Callable[[], None] = lambda: None,
+) -> str | None:
+    """Stop the held job with a draining savepoint in `target` once its input is answered
+    (and stays so for a metrics fetch interval plus two polls), calling `announce` first;
+    the savepoint's location, or None when `done` was set first. A failed stop is tried
+    again while the job runs."""
+    quiet_s = _fetch_interval_s(rest_address) + 2 * poll_s
+    idle_since: float | None = None
+    while not done.wait(poll_s):
+        if not input_answered(rest_address, job_id):
+            idle_since = None
+            continue
+        now = time.monotonic()
+        idle_since = now if idle_since is None else idle_since
+        if now - idle_since < quiet_s:
+            continue
+        announce()
+        try:
+            return stop_with_savepoint(
+                rest_address, job_id, target, drain=True, timeout_s=timeout_s
+            )
+        except StopError:
+            idle_since = None
+    return None

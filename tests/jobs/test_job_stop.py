@@ -1,0 +1,119 @@
+"""Ending a job whose bounded input is held open, against Flink's REST API as served by a
+loopback stub: when it counts as answered, and the draining stop that ends it."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
+from streamagents.jobs._job_stop import (
+    StopError,
+    finish_when_answered,
+    input_answered,
+    stop_with_savepoint,
+)
+
+JOB = "0123456789abcdef0123456789abcdef"
+
+
+@dataclass
+class FakeFlink:
+    """A job as the REST API shows it: its state, its source's status, the agent's levels,
+    and what a stop-with-savepoint answers."""
+
+    state: str = "RUNNING"
+    source: str = "RUNNING"
+    levels: dict[str, int] = field(
+        default_factory=lambda: {"in_flight": 0, "busy_keys": 0, "waiting_inputs": 0}
+    )
+    fetch_interval: str = "1000"
+    savepoint: dict[str, Any] = field(default_factory=lambda: {"location": "file:/sp/1"})
+    stops: list[Any] = field(default_factory=list)
+
+    def __call__(self, request: RecordedRequest) -> StubReply | dict | list:
+        path, _, query = request.path.partition("?")
+        if path == "/jobmanager/config":
+            return [{"key": "metrics.fetcher.update-interval", "value": self.fetch_interval}]
+        if path == f"/jobs/{JOB}":
+            vertices = [
+                {"id": "src", "name": "Source: source -> job-parse", "status": self.source},
+                {"id": "hold", "name": "Source: input-end-hold -> x", "status": "RUNNING"},
+                {"id": "agent", "name": "job-agent", "status": "RUNNING"},
+            ]
+            return {"state": self.state, "vertices": vertices}
+        if path == f"/jobs/{JOB}/stop":
+            self.stops.append(request.json)
+            return {"request-id": "t1"}
+        if path == f"/jobs/{JOB}/savepoints/t1":
+            self.state = "FINISHED"
+            return {"status": {"id": "COMPLETED"}, "operation": self.savepoint}
+        if path == f"/jobs/{JOB}/vertices/agent/metrics":
+            names = [f"{n}.job-agent.streamagents.{level}" for n in (0, 1) for level in self.levels]
+            if not query:
+                return StubReply([{"id": name} for name in names])
+            return StubReply(
+                [{"id": name, "value": str(self.levels[name.rsplit(".", 1)[1]])} for name in names]
+            )
+        return StubReply([])
+
+
+def test_answered_only_when_the_source_finished_and_the_agent_is_idle() -> None:
+    flink = FakeFlink()
+    with LoopbackStubServer(flink) as stub:
+        address = f"127.0.0.1:{stub.port}"
+        assert not input_answered(address, JOB)  # the source still reads
+        flink.source = "FINISHED"
+        flink.levels["waiting_inputs"] = 3
+        assert not input_answered(address, JOB)  # inputs wait in keyed state
+        flink.levels["waiting_inputs"] = 0
+        assert input_answered(address, JOB)
+        flink.state = "RESTARTING"
+        assert not input_answered(address, JOB)
+
+
+def test_an_answered_job_is_stopped_with_a_draining_savepoint_after_a_quiet_period() -> None:
+    flink = FakeFlink(fetch_interval="300 ms")
+    announced = threading.Event()
+    with LoopbackStubServer(flink) as stub:
+        address = f"127.0.0.1:{stub.port}"
+        done = threading.Event()
+        result: list[str | None] = []
+        worker = threading.Thread(
+            target=lambda: result.append(
+                finish_when_answered(
+                    address, JOB, "/tmp/sp", done, poll_s=0.05, announce=announced.set
+                )
+            )
+        )
+        worker.start()
+        done.wait(0.5)
+        assert flink.stops == []  # the source has not finished
+        flink.source = "FINISHED"
+        worker.join(10)
+    assert result == ["file:/sp/1"] and announced.is_set()
+    assert flink.stops == [
+        {"targetDirectory": "file:///tmp/sp", "drain": True, "formatType": "CANONICAL"}
+    ]
+
+
+def test_finishing_gives_up_when_the_job_ends_first() -> None:
+    flink = FakeFlink(state="FAILED", source="FINISHED")
+    with LoopbackStubServer(flink) as stub:
+        done = threading.Event()
+        timer = threading.Timer(0.3, done.set)
+        timer.start()
+        location = finish_when_answered(f"127.0.0.1:{stub.port}", JOB, "/sp", done, poll_s=0.05)
+    assert location is None and flink.stops == []
+
+
+def test_a_failed_savepoint_is_an_error_with_its_cause() -> None:
+    flink = FakeFlink(savepoint={"failure-cause": {"stack-trace": "Boom: disk full\n\tat x"}})
+    with (
+        LoopbackStubServer(flink) as stub,
+        pytest.raises(StopError, match="savepoint failed: Boom: disk full"),
+    ):
+        stop_with_savepoint(f"127.0.0.1:{stub.port}", JOB, "/sp", drain=True, timeout_s=5)
