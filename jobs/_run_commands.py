@@ -86,6 +86,11 @@ def register(subparsers: Any) -> None:
     savepoint.add_argument(
         "--target-dir", default="savepoints", help="Directory (or URI) for the savepoint."
     )
+    savepoint.add_argument(
+        "--drain",
+        action="store_true",
+        help="Finish every input first (ends a held bounded input whose command has gone).",
+    )
     savepoint.add_argument("--timeout", type=float, default=300.0, help="Seconds to wait.")
     savepoint.set_defaults(handler=_savepoint)
 
@@ -327,7 +332,7 @@ def _follow(rest_address: str, job_id: str, loaded: LoadedSpec, final_savepoints
 def _savepoint(args: argparse.Namespace) -> int:
     try:
         location = stop_with_savepoint(
-            args.jobmanager, args.job_id, args.target_dir, drain=False, timeout_s=args.timeout
+            args.jobmanager, args.job_id, args.target_dir, drain=args.drain, timeout_s=args.timeout
         )
     except StopError as exc:
         print(exc, file=sys.stderr)

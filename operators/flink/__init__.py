@@ -102,7 +102,7 @@ def agent_stream(
     parallelism = records._j_data_stream.getParallelism()
     parsed = parsed.set_parallelism(parallelism).name(f"{name}-parse").uid(f"{name}-parse")
     if hold_input_end:
-        keyed = key_with_hold(parsed)
+        keyed = key_with_hold(parsed, name)
     else:
         keyed = parsed.key_by(lambda keyed: keyed[0], key_type=Types.STRING())
     outputs = (

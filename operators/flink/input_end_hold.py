@@ -27,10 +27,7 @@ from pyflink.java_gateway import get_gateway
 
 from streamagents.operators.flink.parse_records import KEYED_INPUT_TYPE
 
-__all__ = ["HOLD_NAME", "key_with_hold"]
-
-HOLD_NAME = "input-end-hold"
-"""Name and uid prefix of the hold's operators."""
+__all__ = ["key_with_hold"]
 
 _CENTURY_MS = 100 * 365 * 24 * 3600 * 1000
 _EMPTY = "file:///dev/null"
@@ -52,23 +49,25 @@ def _nothing(_line: str) -> Iterator[Row]:
     return iter(())
 
 
-def key_with_hold(parsed: DataStream) -> KeyedStream:
+def key_with_hold(parsed: DataStream, name: str) -> KeyedStream:
     """`parsed` (of `KEYED_INPUT_TYPE`) keyed by its key as `key_by` would, with the hold
-    joined after the key is added, so the parse step stays chained to its source (a union
-    before `key_by` would give its key step two inputs and break that chain)."""
+    (operators `<name>-input-end-hold...`) joined after the key is added, so the parse step
+    stays chained to its source (a union before `key_by` would give the key step two
+    inputs and break that chain)."""
+    hold_name = f"{name}-input-end-hold"
     parallelism = parsed._j_data_stream.getParallelism()
     env = parsed.get_execution_environment()
     source = FileSource.for_record_stream_format(
         StreamFormat.text_line_format(), _EMPTY
     ).monitor_continuously(Duration.of_millis(_CENTURY_MS))
     hold = (
-        env.from_source(source.build(), WatermarkStrategy.no_watermarks(), HOLD_NAME)
-        .uid(HOLD_NAME)
+        env.from_source(source.build(), WatermarkStrategy.no_watermarks(), hold_name)
+        .uid(hold_name)
         .set_parallelism(parallelism)
         .flat_map(_nothing, output_type=_KEYED_ROW)
         .set_parallelism(parallelism)
-        .name(f"{HOLD_NAME}-keyed")
-        .uid(f"{HOLD_NAME}-keyed")
+        .name(f"{hold_name}-keyed")
+        .uid(f"{hold_name}-keyed")
     )
     rows = (
         parsed.process(_WithKey(), output_type=_KEYED_ROW)
