@@ -9,12 +9,20 @@ outputs waited to be committed (the longest lag seen), turns/s, and every checkp
 Then, in the default mode, inputs arriving at a steady rate below capacity (30/s): the
 time from arrival to answer and to the committed output.
 
+Then the end of a bounded input: a folder whose inputs all fit in keyed state (default
+2,000 inputs over 8 keys, so the source finishes with nearly all of them waiting), once as
+a detached `submit` (the last runs finish inside the final watermark) and once with
+`submit --wait` (the input is held open and the command ends the job when every input is
+answered): the checkpoints completed after the source read everything, and how many calls
+a failure just before the last answer would make again.
+
 Modes: `aligned` (Flink's default), `aligned+debloat` (with network buffer debloating),
 `unaligned`, and `unaligned+debloat` (what `streamagents run`, `submit` and
 `streamagents cluster start` set up by default).
 
-Run: `python benchmarks/bench_backlog.py` (about 6 minutes);
-`--inputs 20000 --modes unaligned+debloat` for the long backlog in the default mode.
+Run: `python benchmarks/bench_backlog.py` (about 10 minutes);
+`--inputs 20000 --modes unaligned+debloat` for the long backlog in the default mode;
+`--modes "" --steady-rate 0` for the end of a bounded input alone.
 """
 
 from __future__ import annotations
@@ -35,7 +43,9 @@ from backlog_scenario import (
     add_inputs,
     commit_lag_s,
     input_id,
+    source_finished,
     submit,
+    submit_and_follow,
     write_backlog_spec,
 )
 
@@ -179,6 +189,64 @@ def run_steady(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     }
 
 
+def run_tail(held: bool, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """A bounded input that fits in keyed state, detached (`held` false: the last runs
+    finish inside the final watermark) or followed by `submit --wait` (held open)."""
+    model = CountingTestModel(args.latency_ms / 1000)
+    cluster = StandaloneCluster(
+        workdir / "cluster", taskmanagers=2, conf={"metrics.fetcher.update-interval": 1000}
+    )
+    job = workdir / "job"
+    with LoopbackStubServer(model) as stub:
+        cluster.start(timeout_s=180)
+        follower = None
+        try:
+            spec = write_backlog_spec(
+                job,
+                stub.url,
+                inputs=args.tail_inputs,
+                keys=args.tail_keys,
+                max_in_flight=args.max_in_flight,
+                interval_s=args.interval_s,
+                extra_agent={"max_waiting_inputs": args.tail_inputs},
+            )
+            if held:
+                follower, job_id = submit_and_follow(spec, cluster.rest_address, workdir / "log")
+            else:
+                job_id = submit(spec, cluster.rest_address)
+            watch = BacklogWatch(cluster.rest_address, job_id, job / "out" / "answers", model)
+            watch.wait_until(
+                lambda s: source_finished(cluster.rest_address, job_id), args.timeout_s
+            )
+            source_done = (watch.samples[-1].at_s, model.answered)
+            watch.wait_until(lambda s: False, timeout_s=args.timeout_s)
+            if follower is not None:
+                follower.wait(timeout=120)
+        finally:
+            if follower is not None and follower.poll() is None:
+                follower.kill()
+            cluster.stop()
+    # Checkpoint times are epoch ms; answers are monotonic: bring them to the same clock.
+    offset = time.time() - time.monotonic()
+    answers = sorted(at + offset for at in model.first_answer.values())
+    acks = [c["latest_ack_timestamp"] / 1000 for c in watch.completed_checkpoints()]
+    last_answer = answers[-1]
+    protected = max((ack for ack in acks if ack <= last_answer), default=0.0)
+    return {
+        "mode": "held (submit --wait)" if held else "detached (final drain)",
+        "source FINISHED at (s)": source_done[0],
+        "answered then": source_done[1],
+        "last answer at (s)": round(last_answer - offset - watch.started, 1),
+        "job ended at (s)": watch.samples[-1].at_s,
+        "checkpoints after it": sum(
+            1 for ack in acks if ack - offset - watch.started > source_done[0]
+        ),
+        "unprotected before the end (s)": round(last_answer - protected, 1),
+        "calls a failure then redoes": sum(1 for at in answers if at > protected),
+        "model calls": sum(model.calls.values()),
+    }
+
+
 def main() -> None:
     """Run each mode and print the figures side by side, then each checkpoint history."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -191,26 +259,29 @@ def main() -> None:
     parser.add_argument("--steady-rate", type=float, default=30.0, help="inputs/s, 0: skip")
     parser.add_argument("--steady-batches", type=int, default=20)
     parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
+    parser.add_argument("--tail-inputs", type=int, default=2000, help="0: skip")
+    parser.add_argument("--tail-keys", type=int, default=8)
     args = parser.parse_args()
     args.agent = {}
     results = []
-    for mode in args.modes.split(","):
+    for mode in filter(None, args.modes.split(",")):
         with tempfile.TemporaryDirectory(prefix=f"bench-backlog-{mode}-") as tmp:
             started = time.monotonic()
             results.append(run_mode(mode, args, Path(tmp)))
             print(f"{mode}: done in {time.monotonic() - started:.0f}s", flush=True)
-    print(
-        f"\n{args.inputs} inputs over {args.keys} keys, p=2 on 2 TaskManagers, "
-        f"max_in_flight {args.max_in_flight}, {args.latency_ms} ms model, "
-        f"checkpoint every {args.interval_s} s"
-    )
-    names = [name for name in results[0] if name not in ("mode", "history")]
-    print(f"{'':32}" + "".join(f"{r['mode']:>19}" for r in results))
-    for name in names:
-        print(f"{name:32}" + "".join(f"{r[name]!s:>19}" for r in results))
-    for result in results:
-        print(f"\n{result['mode']} checkpoints (id, status, end-to-end s, KiB):")
-        print("  " + ", ".join(str(entry) for entry in result["history"]))
+    if results:
+        print(
+            f"\n{args.inputs} inputs over {args.keys} keys, p=2 on 2 TaskManagers, "
+            f"max_in_flight {args.max_in_flight}, {args.latency_ms} ms model, "
+            f"checkpoint every {args.interval_s} s"
+        )
+        names = [name for name in results[0] if name not in ("mode", "history")]
+        print(f"{'':32}" + "".join(f"{r['mode']:>19}" for r in results))
+        for name in names:
+            print(f"{name:32}" + "".join(f"{r[name]!s:>19}" for r in results))
+        for result in results:
+            print(f"\n{result['mode']} checkpoints (id, status, end-to-end s, KiB):")
+            print("  " + ", ".join(str(entry) for entry in result["history"]))
     if args.steady_rate > 0:
         with tempfile.TemporaryDirectory(prefix="bench-backlog-steady-") as tmp:
             steady = run_steady(args, Path(tmp))
@@ -221,6 +292,18 @@ def main() -> None:
         )
         for name, value in steady.items():
             print(f"  {name:46}{value}")
+    if args.tail_inputs > 0:
+        tails = []
+        for held in (False, True):
+            with tempfile.TemporaryDirectory(prefix="bench-backlog-tail-") as tmp:
+                tails.append(run_tail(held, args, Path(tmp)))
+        print(
+            f"\nend of a bounded input: {args.tail_inputs} inputs over {args.tail_keys} keys,"
+            " all waiting in keyed state when the source has read them"
+        )
+        print(f"  {'':34}" + "".join(f"{t['mode']:>24}" for t in tails))
+        for name in [name for name in tails[0] if name != "mode"]:
+            print(f"  {name:34}" + "".join(f"{t[name]!s:>24}" for t in tails))
 
 
 if __name__ == "__main__":
