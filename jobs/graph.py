@@ -176,7 +176,7 @@ def build_job(
     `runtime_factory` replaces the runtime built from the config (benchmarks give a test
     double this way). With `hold_input_end`, a bounded input's end does not end the job:
     the caller stops it with a draining savepoint once every input is answered (see
-    `jobs._input_end`), so the last runs finish under regular checkpoints."""
+    `jobs._job_stop`), so the last runs finish under regular checkpoints."""
     spec = loaded.spec
     env.set_parallelism(spec.parallelism)
     _add_kafka_jar(env, spec)
