@@ -33,6 +33,7 @@ from pydantic import (
 from pydantic.functional_validators import BeforeValidator
 
 __all__ = [
+    "AGENT_DOCUMENTS",
     "AudioPart",
     "ChatMessage",
     "DocumentPart",
@@ -48,6 +49,10 @@ __all__ = [
     "decode_base64",
     "media_kind_for_mime",
 ]
+
+AGENT_DOCUMENTS = "agent_documents"
+"""Metadata flag of the user message holding an agent's documents, sent first in every
+request: a wire with a context cache puts that message in the cache."""
 
 Role = Literal["system", "user", "assistant", "tool"]
 
