@@ -34,6 +34,7 @@ from pydantic.functional_validators import BeforeValidator
 
 __all__ = [
     "AGENT_DOCUMENTS",
+    "MEDIA_PART_CLASSES",
     "AudioPart",
     "ChatMessage",
     "DocumentPart",
@@ -294,6 +295,13 @@ Part = Annotated[
     Union[TextPart, ImagePart, AudioPart, VideoPart, DocumentPart],  # noqa: UP007
     Field(discriminator="kind"),
 ]
+MEDIA_PART_CLASSES: dict[str, type[MediaPart]] = {
+    "image": ImagePart,
+    "audio": AudioPart,
+    "video": VideoPart,
+    "document": DocumentPart,
+}
+"""The media part class of each kind (the kinds `media_kind_for_mime` answers)."""
 
 
 class ToolCall(BaseModel):

@@ -11,24 +11,15 @@ from pathlib import Path
 from streamagents.connectors.media import MediaStore
 from streamagents.serde.messages import (
     AGENT_DOCUMENTS,
-    AudioPart,
+    MEDIA_PART_CLASSES,
     ChatMessage,
-    DocumentPart,
-    ImagePart,
     MediaPart,
-    VideoPart,
     media_kind_for_mime,
 )
 
 __all__ = ["documents_message"]
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_CLASSES: dict[str, type[MediaPart]] = {
-    "image": ImagePart,
-    "audio": AudioPart,
-    "video": VideoPart,
-    "document": DocumentPart,
-}
 
 
 def _part(document: str, store: MediaStore) -> MediaPart:
@@ -40,12 +31,12 @@ def _part(document: str, store: MediaStore) -> MediaPart:
             "extension such as .pdf, .txt, .png)"
         )
     if _URL.match(document):
-        return _CLASSES[kind](mime_type=mime_type, url=document)
+        return MEDIA_PART_CLASSES[kind](mime_type=mime_type, url=document)
     try:
         data = Path(document).read_bytes()
     except OSError as error:
         raise ValueError(f"documents: cannot read {document!r}: {error.strerror}") from None
-    return _CLASSES[kind](mime_type=mime_type, ref=store.put(data, mime_type))
+    return MEDIA_PART_CLASSES[kind](mime_type=mime_type, ref=store.put(data, mime_type))
 
 
 def documents_message(documents: Sequence[str], store: MediaStore) -> ChatMessage | None:

@@ -51,14 +51,11 @@ from streamagents.serde.chat import (
 )
 from streamagents.serde.messages import (
     AGENT_DOCUMENTS,
-    AudioPart,
+    MEDIA_PART_CLASSES,
     ChatMessage,
-    DocumentPart,
-    ImagePart,
     MediaPart,
     TextPart,
     ToolCall,
-    VideoPart,
     decode_base64,
     media_kind_for_mime,
 )
@@ -90,12 +87,6 @@ BUILTIN_TOOLS: dict[str, types.Tool] = {
 
 OPTION_ALIASES = {"max_tokens": "max_output_tokens", "stop": "stop_sequences"}
 """Neutral generation option names this wire renames to its own."""
-_MEDIA_CLASSES: dict[str, type[MediaPart]] = {
-    "image": ImagePart,
-    "audio": AudioPart,
-    "video": VideoPart,
-    "document": DocumentPart,
-}
 
 
 @dataclass(frozen=True)
@@ -340,9 +331,9 @@ def _reply_part(part: Mapping[str, Any], index: int) -> TextPart | MediaPart | T
         )
     if inline:
         data = decode_base64(str(inline.get("data") or ""), "inlineData.data")
-        return _MEDIA_CLASSES[kind](mime_type=mime_type, data=data, metadata=metadata)
+        return MEDIA_PART_CLASSES[kind](mime_type=mime_type, data=data, metadata=metadata)
     url = _field(blob, "fileUri", "file_uri")
-    return _MEDIA_CLASSES[kind](mime_type=mime_type, url=url, metadata=metadata)
+    return MEDIA_PART_CLASSES[kind](mime_type=mime_type, url=url, metadata=metadata)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
