@@ -345,8 +345,14 @@ def _count(usage: Mapping[str, Any], camel: str, snake: str) -> int:
     return value if isinstance(value, int) else 0
 
 
+def _text(value: Any) -> str:
+    """Evidence text: any value as a string, a lone surrogate (which JSON can carry but
+    UTF-8 cannot) replaced by "?"."""
+    return str(value).encode("utf-8", "replace").decode("utf-8")
+
+
 def _strings(value: Any) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else []
+    return [_text(v) for v in value] if isinstance(value, list) else []
 
 
 def _grounding(candidate: Mapping[str, Any]) -> list[ServerToolEvidence]:
@@ -358,7 +364,9 @@ def _grounding(candidate: Mapping[str, Any]) -> list[ServerToolEvidence]:
     for chunk in chunks if isinstance(chunks, list) else []:
         web = _mapping(_mapping(chunk).get("web"))
         if web.get("uri"):
-            sources.append(GroundingSource(uri=str(web["uri"]), title=str(web.get("title") or "")))
+            sources.append(
+                GroundingSource(uri=_text(web["uri"]), title=_text(web.get("title") or ""))
+            )
     queries = _strings(_field(metadata, "webSearchQueries", "web_search_queries"))
     if not (queries or sources):
         return []
@@ -376,7 +384,9 @@ def _url_context(candidate: Mapping[str, Any]) -> list[ServerToolEvidence]:
         if url:
             found.append(
                 ServerToolEvidence(
-                    tool="url_context", url=str(url), status=None if status is None else str(status)
+                    tool="url_context",
+                    url=_text(url),
+                    status=None if status is None else _text(status),
                 )
             )
     return found
@@ -397,7 +407,7 @@ def _code_runs(parts: Sequence[Any]) -> list[ServerToolEvidence]:
             runs[-1].update(outcome=result.get("outcome"), output=result.get("output"))
     return [
         ServerToolEvidence(
-            tool="code_execution", **{k: None if v is None else str(v) for k, v in run.items()}
+            tool="code_execution", **{k: None if v is None else _text(v) for k, v in run.items()}
         )
         for run in runs
     ]

@@ -3,15 +3,21 @@ backend, and their evidence parsed from the reply (asserted through the real SDK
 
 from __future__ import annotations
 
+import io
 import itertools
 from typing import Any
 
+import fastavro
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.providers import create_model
 from streamagents.connectors.providers.gemini.wire import BUILTIN_TOOLS, from_response
+from streamagents.serde.avro import parsed_schema, to_record
 from streamagents.serde.chat import GroundingSource, ToolSpec
+from streamagents.serde.events import new_event
 from streamagents.serde.messages import ChatMessage
 
 OK = {
@@ -166,3 +172,66 @@ def test_odd_or_damaged_metadata_gives_what_it_holds_and_no_error(
     assert [e.tool for e in evidence] == (["code_execution"] if "content" in candidate else [])
     if evidence:
         assert evidence[0].output == "orphan" and evidence[0].code is None
+
+
+TEXT = st.text() | st.sampled_from(["\ud800", "a\udfffb", "\x00", "é" * 3000])
+"""Text as JSON can carry it: lone surrogates (not valid UTF-8), NUL, long runs."""
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+FIELD_NAMES = st.sampled_from(
+    [
+        "webSearchQueries",
+        "groundingChunks",
+        "web",
+        "uri",
+        "title",
+        "urlMetadata",
+        "retrievedUrl",
+        "urlRetrievalStatus",
+        "language",
+        "code",
+        "outcome",
+        "output",
+    ]
+)
+SHAPED = st.recursive(
+    JSON,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(FIELD_NAMES, inner, max_size=4),
+    max_leaves=16,
+)
+
+
+SURROGATES = "a\ud800"
+
+
+@settings(max_examples=120, deadline=None)
+@example(
+    grounding={
+        "webSearchQueries": [SURROGATES],
+        "groundingChunks": [{"web": {"uri": SURROGATES, "title": SURROGATES}}],
+    },
+    url_context={"urlMetadata": [{"retrievedUrl": SURROGATES, "urlRetrievalStatus": 1.5}]},
+    code={"language": SURROGATES, "code": SURROGATES},
+    result={"outcome": SURROGATES, "output": SURROGATES},
+)
+@given(grounding=SHAPED, url_context=SHAPED, code=SHAPED, result=SHAPED)
+def test_any_metadata_shape_parses_and_its_evidence_goes_into_the_event_log(
+    grounding: Any, url_context: Any, code: Any, result: Any
+) -> None:
+    reply = {
+        "candidates": [
+            {
+                "finishReason": "STOP",
+                "content": {"parts": [{"executableCode": code}, {"codeExecutionResult": result}]},
+                "groundingMetadata": grounding,
+                "urlContextMetadata": url_context,
+            }
+        ]
+    }
+    evidence = from_response(reply, model="m").evidence
+    event = new_event("server_tool", job_id="j", key="k", run_id="r", sequence=1, evidence=evidence)
+    for level in ("standard", "verbose"):
+        fastavro.writer(io.BytesIO(), parsed_schema(), [to_record(event, level=level)])
