@@ -191,10 +191,12 @@ class CachedContentsDouble:
     does when their TTL elapses. A `generateContent` request naming a cache it does not hold
     is answered 404 NOT_FOUND; other requests go to `generate`, and the reply's usage gets
     `promptTokenCount` (request JSON size over 4, plus the cache's tokens) and
-    `cachedContentTokenCount`."""
+    `cachedContentTokenCount`. With `count_tokens=False` the reply's own prompt count is
+    kept, and only a cache's tokens are added to it."""
 
-    def __init__(self, generate: Responder) -> None:
+    def __init__(self, generate: Responder, count_tokens: bool = True) -> None:
         self._generate = generate
+        self._count_tokens = count_tokens
         self._lock = threading.Lock()
         self.live: dict[str, dict[str, Any]] = {}
         self.created: list[str] = []
@@ -229,10 +231,12 @@ class CachedContentsDouble:
         reply = reply if isinstance(reply, StubReply) else StubReply(reply)
         if reply.status != 200 or not isinstance(reply.body, dict):
             return reply
-        usage = {
-            **reply.body.get("usageMetadata", {}),
-            "promptTokenCount": len(request.body) // _BYTES_PER_TOKEN + cached_tokens,
-        }
+        if not (self._count_tokens or cached_tokens):
+            return reply
+        usage = dict(reply.body.get("usageMetadata") or {})
+        sent = len(request.body) // _BYTES_PER_TOKEN
+        prompt = sent if self._count_tokens else usage.get("promptTokenCount", 0)
+        usage["promptTokenCount"] = prompt + cached_tokens
         if cached_tokens:
             usage["cachedContentTokenCount"] = cached_tokens
         return StubReply({**reply.body, "usageMetadata": usage}, headers=reply.headers)

@@ -12,7 +12,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from streamagents.connectors.providers._adapter_base import ModelOptions, SDKChatModel
-from streamagents.connectors.providers._errors import ProviderError
+from streamagents.connectors.providers._errors import MalformedResponse, ProviderError
 from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
 from streamagents.connectors.providers.gemini._context_cache import (
     CacheCreated,
@@ -127,9 +127,11 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
             cached = await self._client.get().aio.caches.create(model=self.model, config=config)
         except Exception as error:
             raise self._error_for(error) or error from None
+        if not cached.name:
+            raise MalformedResponse("the created cache has no name", provider=self.provider)
         usage = cached.usage_metadata
         tokens = (usage.total_token_count if usage is not None else None) or 0
-        return CacheCreated(name=cached.name or "", tokens=tokens)
+        return CacheCreated(name=cached.name, tokens=tokens)
 
     async def _delete_cache(self, name: str) -> None:
         """Delete a context cache."""
