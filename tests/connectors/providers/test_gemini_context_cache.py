@@ -288,3 +288,32 @@ def test_without_anything_to_cache_no_cache_is_made() -> None:
 
         asyncio.run(scenario())
     assert double.created == []
+
+
+def test_concurrent_turns_meeting_one_eviction_each_retry_once_and_one_cache_follows() -> None:
+    double = CachedContentsDouble(ok)
+    with LoopbackStubServer(double) as stub:
+        gemini = model(stub)
+
+        async def scenario() -> list[Any]:
+            await gemini.achat(ask("warm"))
+            await settle(gemini)
+            double.evict()
+            replies = await asyncio.gather(*(gemini.achat(ask(f"c{i}")) for i in range(8)))
+            await gemini.achat(ask("after"))
+            await settle(gemini)
+            replies.append(await gemini.achat(ask("fresh")))
+            return replies
+
+        replies = asyncio.run(scenario())
+    bodies = generate_bodies(stub)
+    assert double.not_found == 8
+    # warm, 8 referencing the evicted cache, 8 uncached retries, after, fresh.
+    assert len(bodies) == 1 + 8 + 8 + 2
+    retried = [b["contents"][-1] for b in bodies if not b.get("cachedContent")]
+    for i in range(8):
+        assert retried.count({"role": "user", "parts": [{"text": f"c{i}"}]}) == 1
+    events = [e["action"] for r in replies for e in r.cache_events]
+    assert events.count("evicted") == 1
+    assert double.created == ["cachedContents/stub-1", "cachedContents/stub-2"]
+    assert replies[-1].cached_content == "cachedContents/stub-2"
