@@ -104,7 +104,7 @@ class GeminiRequest:
         """What a context cache of this request holds: system instruction, tools, documents."""
         config = self.config
         return types.CreateCachedContentConfig(
-            ttl=f"{ttl_s:g}s",
+            ttl=f"{ttl_s:.3f}".rstrip("0").rstrip(".") + "s",  # a Duration: "3600s", "0.5s"
             display_name=display_name,
             contents=self.contents[: self.prefix_contents] or None,
             system_instruction=config.system_instruction,

@@ -244,6 +244,23 @@ def test_a_request_bad_in_itself_is_not_blamed_on_the_cache() -> None:
     assert generate_bodies(stub)[-1]["cachedContent"] == "cachedContents/stub-1"
 
 
+@pytest.mark.parametrize(
+    "ttl_s,sent", [(3600.0, "3600s"), (0.5, "0.5s"), (1_234_567.0, "1234567s"), (90.125, "90.125s")]
+)
+def test_the_ttl_is_sent_as_a_duration_string(ttl_s: float, sent: str) -> None:
+    double = CachedContentsDouble(ok)
+    with LoopbackStubServer(double) as stub:
+        gemini = model(stub, ttl_s=ttl_s)
+
+        async def scenario() -> None:
+            await gemini.achat(ask("q1"))
+            await settle(gemini)
+
+        asyncio.run(scenario())
+    (create,) = [r for r in stub.requests if "cachedContents" in r.path]
+    assert create.json["ttl"] == sent
+
+
 def test_min_tokens_skips_creation_for_a_small_prompt() -> None:
     double = CachedContentsDouble(ok)
     with LoopbackStubServer(double) as stub:
