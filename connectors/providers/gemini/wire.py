@@ -113,20 +113,29 @@ class GeminiRequest:
         )
 
     def cache_key(self) -> str:
-        """A digest of what a context cache of this request would hold (None parts left out)."""
+        """A digest of what a context cache of this request would hold: inline bytes are
+        hashed as they are (no base64 and JSON of a large document on every turn), every
+        other field as JSON."""
         config = self.config
+        digest = hashlib.sha256()
+        for content in self.contents[: self.prefix_contents]:
+            digest.update(str(content.role).encode())
+            for part in content.parts or []:
+                blob = part.inline_data
+                if blob is not None and blob.data is not None:
+                    digest.update(f"inline {blob.mime_type} {len(blob.data)}\n".encode())
+                    digest.update(blob.data)
+                else:
+                    digest.update(part.model_dump_json(exclude_none=True).encode())
         held = {
-            "contents": [
-                c.model_dump(mode="json", exclude_none=True)
-                for c in self.contents[: self.prefix_contents]
-            ],
             "system": config.system_instruction,
             "tools": [t.model_dump(mode="json", exclude_none=True) for t in config.tools or []],
             "tool_config": None
             if config.tool_config is None
             else config.tool_config.model_dump(mode="json", exclude_none=True),
         }
-        return hashlib.sha256(json.dumps(held, sort_keys=True).encode()).hexdigest()
+        digest.update(json.dumps(held, sort_keys=True).encode())
+        return digest.hexdigest()
 
     @property
     def cacheable(self) -> bool:
