@@ -19,6 +19,7 @@ from streamagents.connectors.loopback_stub import (
 )
 from streamagents.connectors.providers import BadRequest, GeminiChatModel, create_model
 from streamagents.connectors.providers.gemini import ContextCacheSettings
+from streamagents.connectors.providers.gemini.wire import to_request
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import AGENT_DOCUMENTS, ChatMessage, DocumentPart
 
@@ -334,3 +335,20 @@ def test_concurrent_turns_meeting_one_eviction_each_retry_once_and_one_cache_fol
     assert events.count("evicted") == 1
     assert double.created == ["cachedContents/stub-1", "cachedContents/stub-2"]
     assert replies[-1].cached_content == "cachedContents/stub-2"
+
+
+def test_the_cache_key_follows_everything_the_cache_holds_and_nothing_else() -> None:
+    def key(system: str, data: bytes, question: str, tools: list[ToolSpec]) -> str:
+        documents = ChatMessage(
+            role="user",
+            parts=[DocumentPart(mime_type="application/pdf", data=data)],
+            metadata={AGENT_DOCUMENTS: True},
+        )
+        messages = [ChatMessage.system(system), documents, ChatMessage.user(question)]
+        return to_request(messages, tools).cache_key()
+
+    base = key("policy", b"%PDF-1 a", "q1", [LOOKUP])
+    assert key("policy", b"%PDF-1 a", "q2", [LOOKUP]) == base  # the turn's own text
+    assert key("policy!", b"%PDF-1 a", "q1", [LOOKUP]) != base
+    assert key("policy", b"%PDF-1 b", "q1", [LOOKUP]) != base
+    assert key("policy", b"%PDF-1 a", "q1", []) != base
