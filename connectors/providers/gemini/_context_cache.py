@@ -89,8 +89,8 @@ class ContextCache:
         self._creating: asyncio.Task[CacheCreated] | None = None
         self._creating_key: str | None = None
         self._retry_at = 0.0
+        self._deleting: set[asyncio.Task[None]] = set()  # strong refs until they finish
         self.off_reason: str | None = None
-        self.created = 0
         self._events: list[dict[str, str]] = []
 
     def __getstate__(self) -> dict[str, Any]:
@@ -163,14 +163,15 @@ class ContextCache:
         error = task.exception()
         if error is None:
             created = task.result()
-            self.created += 1
             if created.tokens < self.settings.min_tokens:
                 self._turn_off(
                     f"the cache holds {created.tokens} tokens, fewer than min_tokens="
                     f"{self.settings.min_tokens}",
                     created.name,
                 )
-                asyncio.get_running_loop().create_task(self._quiet_delete(created.name))
+                task = asyncio.get_running_loop().create_task(self._quiet_delete(created.name))
+                self._deleting.add(task)
+                task.add_done_callback(self._deleting.discard)
                 return
             self._handle = (key or "", created.name)
             self._note("created", created.name, f"{created.tokens} tokens", tokens=created.tokens)

@@ -277,6 +277,29 @@ def test_min_tokens_skips_creation_for_a_small_prompt() -> None:
     assert all("cachedContent" not in b for b in generate_bodies(stub))
 
 
+def test_a_cache_smaller_than_min_tokens_is_deleted_and_caching_turned_off() -> None:
+    def big_prompt(_request: RecordedRequest) -> dict[str, Any]:
+        return {**OK, "usageMetadata": {"promptTokenCount": 1_000_000}}
+
+    double = CachedContentsDouble(big_prompt, count_tokens=False)
+    with LoopbackStubServer(double) as stub:
+        gemini = model(stub, min_tokens=100_000)
+
+        async def scenario() -> list[Any]:
+            first = await gemini.achat(ask("q1"))
+            await settle(gemini)
+            await asyncio.sleep(0.2)  # the delete runs in the background too
+            return [first, await gemini.achat(ask("q2"))]
+
+        replies = asyncio.run(scenario())
+    assert double.created == ["cachedContents/stub-1"]
+    assert double.live == {}  # deleted: it would cost storage and save little
+    assert [r.method for r in stub.requests if "cachedContents" in r.path] == ["POST", "DELETE"]
+    assert all("cachedContent" not in b for b in generate_bodies(stub))
+    (off,) = replies[1].cache_events
+    assert off["action"] == "off" and "fewer than min_tokens=100000" in off["reason"]
+
+
 def test_a_pickled_model_carries_no_cache_handle() -> None:
     double = CachedContentsDouble(ok)
     with LoopbackStubServer(double) as stub:
