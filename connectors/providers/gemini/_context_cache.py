@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -65,13 +66,19 @@ Create = Callable[[GeminiRequest, ContextCacheSettings], Awaitable[CacheCreated]
 Delete = Callable[[str], Awaitable[None]]
 
 
+_GONE = re.compile(r"not[ _]?found|expired|not exist|permission", re.IGNORECASE)
+_CACHE = re.compile(r"cached[ _]?content|\bcache\b", re.IGNORECASE)
+
+
 def is_cache_gone(error: ProviderError) -> bool:
-    """Whether a referencing request failed because the cache no longer exists: 404, or the
-    403 the Gemini API gives for a cached content it cannot find."""
+    """Whether a referencing request failed because the cache no longer exists: a 404, or a
+    400/403 whose message says a cached content was not found, expired or not permitted
+    (the exact reply to an expired cache was not observed live: a gone cache must not be
+    taken for a refusal, which would turn caching off for good)."""
     if error.status == 404:
         return True
-    text = f"{error.code} {error.message}".lower()
-    return error.status == 403 and "cachedcontent" in text.replace(" ", "").replace("_", "")
+    text = f"{error.code} {error.message}"
+    return error.status in (400, 403) and bool(_CACHE.search(text) and _GONE.search(text))
 
 
 class ContextCache:

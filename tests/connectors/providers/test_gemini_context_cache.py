@@ -18,7 +18,9 @@ from streamagents.connectors.loopback_stub import (
     StubReply,
 )
 from streamagents.connectors.providers import BadRequest, GeminiChatModel, create_model
+from streamagents.connectors.providers._errors import error_for_status
 from streamagents.connectors.providers.gemini import ContextCacheSettings
+from streamagents.connectors.providers.gemini._context_cache import is_cache_gone
 from streamagents.connectors.providers.gemini.wire import to_request
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import AGENT_DOCUMENTS, ChatMessage, DocumentPart
@@ -375,3 +377,22 @@ def test_the_cache_key_follows_everything_the_cache_holds_and_nothing_else() -> 
     assert key("policy!", b"%PDF-1 a", "q1", [LOOKUP]) != base
     assert key("policy", b"%PDF-1 b", "q1", [LOOKUP]) != base
     assert key("policy", b"%PDF-1 a", "q1", []) != base
+
+
+@pytest.mark.parametrize(
+    "status,code,message,gone",
+    [
+        (404, "NOT_FOUND", "CachedContent not found", True),
+        (403, "PERMISSION_DENIED", "CachedContent not found (or permission denied)", True),
+        (400, "INVALID_ARGUMENT", "Cache content 123 is expired.", True),
+        (400, "INVALID_ARGUMENT", "cached_content does not exist", True),
+        (400, "INVALID_ARGUMENT", "Model does not support cached content", False),
+        (403, "PERMISSION_DENIED", "The caller does not have permission", False),
+        (400, "INVALID_ARGUMENT", "Request contains an invalid argument.", False),
+    ],
+)
+def test_which_errors_mean_the_cache_is_gone(
+    status: int, code: str, message: str, gone: bool
+) -> None:
+    error = error_for_status(status, message, provider="gemini", code=code)
+    assert is_cache_gone(error) is gone
