@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google import genai
@@ -60,7 +60,9 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
 
     def __init__(self, model: str, **options: Any) -> None:
         super().__init__(model, **options)
-        settings = self.options.context_cache
+        settings: Any = self.options.context_cache
+        if isinstance(settings, Mapping):  # given as plain data, e.g. a YAML spec's options
+            settings = ContextCacheSettings(**settings)
         self.context_cache = (
             None
             if settings is None
