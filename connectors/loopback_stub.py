@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["LoopbackStubServer", "RecordedRequest", "StubReply"]
+__all__ = ["CachedContentsDouble", "LoopbackStubServer", "RecordedRequest", "StubReply"]
 
 
 @dataclass(frozen=True)
@@ -170,8 +170,102 @@ class LoopbackStubServer:
             do_POST = _serve
             do_GET = _serve
             do_DELETE = _serve
+            do_PATCH = _serve
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
         return Handler
+
+
+_BYTES_PER_TOKEN = 4
+"""The double's token count: one token per 4 bytes of request JSON (a stand-in, not a model)."""
+
+
+class CachedContentsDouble:
+    """TEST DOUBLE, NOT A SERVER: Gemini's `cachedContents` endpoints kept in memory, as a
+    responder for `LoopbackStubServer`.
+
+    Creating a cache stores what was sent and names it `cachedContents/stub-N`; its token
+    count is the JSON size of what it holds over 4. `evict()` forgets caches as the server
+    does when their TTL elapses. A `generateContent` request naming a cache it does not hold
+    is answered 404 NOT_FOUND; other requests go to `generate`, and the reply's usage gets
+    `promptTokenCount` (request JSON size over 4, plus the cache's tokens) and
+    `cachedContentTokenCount`. With `count_tokens=False` the reply's own prompt count is
+    kept, and only a cache's tokens are added to it."""
+
+    def __init__(self, generate: Responder, count_tokens: bool = True) -> None:
+        self._generate = generate
+        self._count_tokens = count_tokens
+        self._lock = threading.Lock()
+        self.live: dict[str, dict[str, Any]] = {}
+        self.created: list[str] = []
+        self.not_found = 0
+        self.refuse_creation: dict[str, Any] | None = None
+        """When set, creation is answered 400 with this error body (a refusing backend)."""
+
+    def evict(self, name: str | None = None) -> None:
+        """Forget one cache, or all of them."""
+        with self._lock:
+            if name is None:
+                self.live.clear()
+            else:
+                self.live.pop(name, None)
+
+    def __call__(self, request: RecordedRequest) -> StubReply:
+        path = request.path.split("?")[0]
+        if "/cachedContents" in path:
+            return self._cached_contents(request, path)
+        body = request.json or {}
+        name = body.get("cachedContent")
+        cached_tokens = 0
+        if name:
+            with self._lock:
+                held = self.live.get(name)
+                if held is None:
+                    self.not_found += 1
+            if held is None:
+                return StubReply(_error(404, "NOT_FOUND", f"CachedContent not found: {name}"), 404)
+            cached_tokens = held["usageMetadata"]["totalTokenCount"]
+        reply = self._generate(request)
+        reply = reply if isinstance(reply, StubReply) else StubReply(reply)
+        if reply.status != 200 or not isinstance(reply.body, dict):
+            return reply
+        if not (self._count_tokens or cached_tokens):
+            return reply
+        usage = dict(reply.body.get("usageMetadata") or {})
+        sent = len(request.body) // _BYTES_PER_TOKEN
+        prompt = sent if self._count_tokens else usage.get("promptTokenCount", 0)
+        usage["promptTokenCount"] = prompt + cached_tokens
+        if cached_tokens:
+            usage["cachedContentTokenCount"] = cached_tokens
+        return StubReply({**reply.body, "usageMetadata": usage}, headers=reply.headers)
+
+    def _cached_contents(self, request: RecordedRequest, path: str) -> StubReply:
+        name = path[path.index("cachedContents") :]
+        with self._lock:
+            if request.method == "POST":
+                if self.refuse_creation is not None:
+                    return StubReply(self.refuse_creation, 400)
+                name = f"cachedContents/stub-{len(self.created) + 1}"
+                held = {
+                    **(request.json or {}),
+                    "name": name,
+                    "usageMetadata": {"totalTokenCount": len(request.body) // _BYTES_PER_TOKEN},
+                }
+                self.live[name] = held
+                self.created.append(name)
+                return StubReply(held)
+            held = self.live.get(name)
+            if held is None:
+                return StubReply(_error(404, "NOT_FOUND", f"CachedContent not found: {name}"), 404)
+            if request.method == "DELETE":
+                del self.live[name]
+                return StubReply({})
+            if request.method == "PATCH":
+                held.update(request.json or {})
+            return StubReply(held)
+
+
+def _error(code: int, status: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "status": status, "message": message}}

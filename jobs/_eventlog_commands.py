@@ -73,8 +73,25 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _evidence_text(evidence: dict[str, Any]) -> str:
+    """One built-in tool's evidence in a line: search queries and sources, URL, code run."""
+    if evidence["tool"] == "google_search":
+        queries = "; ".join(evidence["queries"])
+        return f"search {queries!r}, {len(evidence['sources'])} source(s)"
+    if evidence["tool"] == "url_context":
+        return f"url {evidence['url']} {evidence['status'] or ''}".rstrip()
+    code = (evidence["code"] or "").replace("\n", " ")
+    return f"code ({evidence['language'] or '?'}) {code} -> {evidence['outcome'] or '?'}"
+
+
 def _preview(record: dict[str, Any]) -> str:
     payload = record["payload"]
+    if payload.get("evidence"):
+        text = " | ".join(_evidence_text(e) for e in payload["evidence"])
+        return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+    if record["event_type"] == "context_cache":
+        facts = payload["attributes"]
+        return f"{facts.get('action')} {facts.get('cache', '')}: {facts.get('reason', '')}"
     if payload["error_message"] is not None:
         return payload["error_message"]["text"]
     texts = [
@@ -98,6 +115,8 @@ def _line(record: dict[str, Any]) -> str:
         fields.append(
             f"tokens={payload['usage']['input_tokens']}/{payload['usage']['output_tokens']}"
         )
+        if payload["usage"].get("cached_tokens"):
+            fields.append(f"cached={payload['usage']['cached_tokens']}")
     if payload["latency_ms"] is not None:
         fields.append(f"latency={payload['latency_ms']:.1f}ms")
     if payload["error_class"]:
@@ -151,7 +170,9 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     by_type: Counter[str] = Counter()
     keys: set[str] = set()
     runs: set[str] = set()
-    input_tokens = output_tokens = errors = tool_errors = 0
+    input_tokens = output_tokens = cached_tokens = errors = tool_errors = 0
+    server_tools: Counter[str] = Counter()
+    cache: Counter[str] = Counter()
     latencies: list[float] = []
     for record in records:
         payload = record["payload"]
@@ -163,6 +184,13 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         if payload["usage"]:
             input_tokens += payload["usage"]["input_tokens"]
             output_tokens += payload["usage"]["output_tokens"]
+            cached_tokens += payload["usage"].get("cached_tokens", 0)
+        for evidence in payload.get("evidence") or ():
+            server_tools[evidence["tool"]] += 1
+            server_tools["search_queries"] += len(evidence["queries"])
+            server_tools["sources"] += len(evidence["sources"])
+        if record["event_type"] == "context_cache":
+            cache[payload["attributes"].get("action", "?")] += 1
         if record["event_type"] == "error" or payload["error_class"]:
             errors += 1
         tool_errors += sum(1 for result in payload["tool_results"] if result["is_error"])
@@ -185,7 +213,9 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "by_type": dict(sorted(by_type.items())),
         "keys": len(keys),
         "runs": len(runs),
-        "tokens": {"input": input_tokens, "output": output_tokens},
+        "tokens": {"input": input_tokens, "output": output_tokens, "cached": cached_tokens},
+        "server_tools": {k: v for k, v in sorted(server_tools.items()) if v},
+        "context_cache": dict(sorted(cache.items())),
         "errors": errors,
         "tool_errors": tool_errors,
         "latency_ms": latency,
@@ -215,7 +245,18 @@ def _stats(args: argparse.Namespace) -> int:
     print(f"keys         {summary['keys']}")
     print(f"runs         {summary['runs']}")
     tokens = summary["tokens"]
-    print(f"tokens       input {tokens['input']}  output {tokens['output']}")
+    print(
+        f"tokens       input {tokens['input']}  output {tokens['output']}  "
+        f"(cached input {tokens['cached']})"
+    )
+    if summary["server_tools"]:
+        tools = summary["server_tools"]
+        print("server tools " + "  ".join(f"{name} {count}" for name, count in tools.items()))
+    if summary["context_cache"]:
+        print(
+            "cache        "
+            + "  ".join(f"{name} {count}" for name, count in summary["context_cache"].items())
+        )
     print(f"errors       {summary['errors']}  (tool errors {summary['tool_errors']})")
     latency = summary["latency_ms"]
     if latency["count"]:

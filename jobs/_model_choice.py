@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.connectors.loopback_stub import CachedContentsDouble, LoopbackStubServer
 from streamagents.jobs.spec import ModelEntry
 from streamagents.operators.agent.config import ModelSpec
 
@@ -44,7 +44,8 @@ def demo_server(entry: ModelEntry) -> Iterator[str | None]:
         return
     module_name, _, attribute = entry.responder.partition(":")
     responder = getattr(importlib.import_module(module_name), attribute)
-    with LoopbackStubServer(responder) as stub:
+    # The demo speaks the Gemini wire, context caching included (`context_cache` in a spec).
+    with LoopbackStubServer(CachedContentsDouble(responder, count_tokens=False)) as stub:
         yield stub.url
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from streamagents.connectors.media import MediaStore
 from streamagents.jobs._log_runs import runs_in_order
+from streamagents.serde.chat import ServerToolEvidence
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, MediaPart, MediaRef, TextPart, ToolCall
 
@@ -145,6 +146,34 @@ def _tool_call_html(call: ToolCall, lead: str = "") -> str:
     )
 
 
+def _link(uri: str, text: str) -> str:
+    """A link for a web address; anything else (javascript:, data:...) stays plain text."""
+    if re.match(r"^https?://", uri, re.IGNORECASE):
+        return f'<a href="{_e(uri)}" rel="noreferrer noopener">{_e(text or uri)}</a>'
+    return _e(f"{text} ({uri})" if text else uri)
+
+
+def _evidence_html(evidence: ServerToolEvidence) -> str:
+    """What a Gemini built-in tool did: search queries and sources, a URL read, code run."""
+    if evidence.tool == "google_search":
+        queries = "; ".join(evidence.queries)
+        sources = "".join(f"<li>{_link(s.uri, s.title)}</li>" for s in evidence.sources)
+        return (
+            f'<div class="evidence"><b>search</b> {_e(queries)}'
+            f'<ul class="sources">{sources}</ul></div>'
+        )
+    if evidence.tool == "url_context":
+        return (
+            f'<div class="evidence"><b>url</b> {_link(evidence.url or "", "")} '
+            f"{_e(evidence.status or '')}</div>"
+        )
+    return (
+        f'<div class="evidence"><b>code</b> ({_e(evidence.language or "?")}, '
+        f"{_e(evidence.outcome or '?')})<pre>{_e(evidence.code or '')}</pre>"
+        f"<pre>{_e(evidence.output or '')}</pre></div>"
+    )
+
+
 def _message_html(message: ChatMessage, media: MediaSource) -> str:
     pieces = [f'<div class="message" data-role="{_e(message.role)}">']
     head = message.role + (f" · {message.name}" if message.name else "")
@@ -171,6 +200,8 @@ def _step_html(event: AgentEvent, start_ms: int, media: MediaSource) -> str:
         facts.append(payload.model)
     if payload.usage is not None:
         facts.append(f"tokens {payload.usage.input_tokens} in / {payload.usage.output_tokens} out")
+        if payload.usage.cached_tokens:
+            facts.append(f"{payload.usage.cached_tokens} cached")
     if payload.latency_ms is not None:
         facts.append(f"{payload.latency_ms:.0f} ms")
     if payload.finish_reason:
@@ -196,6 +227,7 @@ def _step_html(event: AgentEvent, start_ms: int, media: MediaSource) -> str:
             f"{_e(payload.error_message or '')}</div>"
         )
     pieces += [_message_html(m, media) for m in payload.messages + payload.tool_results]
+    pieces += [_evidence_html(e) for e in payload.evidence]
     if event.event_type == EventType.TOOL_REQUEST:
         pieces += [_tool_call_html(call) for call in payload.tool_calls]
     pieces.append("</li>")

@@ -111,6 +111,9 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
         event_log_level=level,
         tool_timeout_s=agent.tool_timeout_s,
         max_tool_result_bytes=agent.max_tool_result_bytes,
+        builtin_tools=agent.builtin_tools,
+        context_cache=agent.context_cache,
+        documents=list(agent.documents),
     )
 
 

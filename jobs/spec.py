@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -38,7 +39,15 @@ from streamagents.jobs._yaml_source import (
     YamlSyntaxError,
     load_yaml,
 )
-from streamagents.operators.agent.config import Budgets, InputLimits, MemoryConfig, WaitingInputs
+from streamagents.operators.agent.config import (
+    Budgets,
+    BuiltinTools,
+    ContextCacheConfig,
+    InputLimits,
+    MemoryConfig,
+    WaitingInputs,
+    gemini_extras_problem,
+)
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES, load_tool
 
 __all__ = [
@@ -224,6 +233,32 @@ class AgentSpec(_SpecModel):
     input_limits: InputLimits = Field(
         default_factory=InputLimits, description="Bounds of one input line."
     )
+    builtin_tools: BuiltinTools = Field(
+        default_factory=BuiltinTools,
+        description="Gemini built-in server tools: google_search, url_context, code_execution.",
+    )
+    context_cache: ContextCacheConfig = Field(
+        default_factory=ContextCacheConfig,
+        description="Gemini explicit context caching: enabled, ttl_s, min_tokens.",
+    )
+    documents: list[PathOrUri] = Field(
+        default_factory=list,
+        description="Documents (files relative to the spec, or URLs) sent first in every "
+        "request; with context_cache on they live in the cache.",
+    )
+
+    @field_validator("builtin_tools", "context_cache")
+    @classmethod
+    def _gemini_only(cls, value: Any, info: ValidationInfo) -> Any:
+        candidates = info.data.get("model") or []
+        tools = value if isinstance(value, BuiltinTools) else BuiltinTools()
+        cache = value if isinstance(value, ContextCacheConfig) else ContextCacheConfig()
+        for index, entry in enumerate(candidates):
+            problem = gemini_extras_problem(entry.provider, tools, cache)
+            if problem is not None:
+                where = "" if len(candidates) == 1 else f" (agent.model[{index}])"
+                raise ValueError(problem.split(": ", 1)[1] + where)
+        return value
 
 
 class KafkaSinkSpec(_SpecModel):

@@ -28,6 +28,7 @@ from typing import Any
 import fastavro
 
 from streamagents.serde.avro_compat import check_compatible
+from streamagents.serde.chat import ServerToolEvidence, TokenUsage
 from streamagents.serde.events import AgentEvent, EventText, EventType
 from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
 from streamagents.serde.safe_text import clip, is_credential_name, redact_secrets
@@ -123,6 +124,7 @@ class _VersionShape:
         self.message_metadata = _has_metadata(message)
         self.call_metadata = _has_metadata(call)
         self.interactions = any(f["name"] == "interaction_id" for f in payload["fields"])
+        self.evidence = any(f["name"] == "evidence" for f in payload["fields"])
 
 
 _SHAPES = {version: _VersionShape(schema) for version, schema in _SCHEMAS.items()}
@@ -285,7 +287,7 @@ class _Encoder:
                 if usage is None
                 else (
                     _TOKEN_USAGE,
-                    {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+                    self.usage(usage),
                 ),
                 "model": _string(payload.model),
                 "latency_ms": _double(payload.latency_ms),
@@ -300,7 +302,34 @@ class _Encoder:
         if self.shape.interactions:
             record["payload"]["interaction_id"] = _string(payload.interaction_id)
             record["payload"]["continued_from"] = _string(payload.continued_from)
+        if self.shape.evidence:
+            record["payload"]["evidence"] = [self.evidence(e) for e in payload.evidence]
         return record
+
+    def usage(self, usage: TokenUsage) -> dict[str, Any]:
+        record = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+        if self.shape.evidence:  # cached_tokens came in the same version (v4)
+            record["cached_tokens"] = usage.cached_tokens
+        return record
+
+    def evidence(self, evidence: ServerToolEvidence) -> dict[str, Any]:
+        def text(value: str | None) -> tuple[str, str] | None:
+            if value is None:
+                return None
+            value = redact_secrets(value)
+            return _string(value if self.limit is None else clip(value, self.limit))
+
+        return {
+            "tool": evidence.tool,
+            "queries": [redact_secrets(q) for q in evidence.queries],
+            "sources": [{"uri": s.uri, "title": s.title} for s in evidence.sources],
+            "url": _string(evidence.url),
+            "status": _string(evidence.status),
+            "language": _string(evidence.language),
+            "code": text(evidence.code),
+            "outcome": _string(evidence.outcome),
+            "output": text(evidence.output),
+        }
 
 
 _ENCODERS: dict[tuple[int, LogLevel, int], _Encoder] = {}
@@ -439,6 +468,7 @@ def from_record(record: dict[str, Any]) -> AgentEvent:
                 "attributes": payload["attributes"],
                 "interaction_id": payload.get("interaction_id"),
                 "continued_from": payload.get("continued_from"),
+                "evidence": payload.get("evidence") or [],
             },
         }
     )

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from streamagents.serde.messages import ChatMessage
 
-__all__ = ["ChatResponse", "TokenUsage", "ToolSpec"]
+__all__ = ["ChatResponse", "GroundingSource", "ServerToolEvidence", "TokenUsage", "ToolSpec"]
 
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
@@ -33,11 +33,44 @@ class TokenUsage(BaseModel):
 
     input_tokens: int = Field(default=0, ge=0, description="Prompt tokens.")
     output_tokens: int = Field(default=0, ge=0, description="Completion tokens.")
+    cached_tokens: int = Field(
+        default=0, ge=0, description="Of the input tokens, those read from a context cache."
+    )
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
+
+
+class GroundingSource(BaseModel):
+    """A web source a reply was grounded on."""
+
+    model_config = _MODEL_CONFIG
+
+    uri: str = Field(description="Where the source is.")
+    title: str = Field(default="", description="Its title.")
+
+
+class ServerToolEvidence(BaseModel):
+    """What one built-in server-side tool (run on the provider's side) did for a reply.
+
+    Evidence is for readers (the event log, a UI showing sources); it is never sent back
+    to the model as conversation."""
+
+    model_config = _MODEL_CONFIG
+
+    tool: str = Field(description="google_search, url_context or code_execution.")
+    queries: list[str] = Field(default_factory=list, description="Search queries issued.")
+    sources: list[GroundingSource] = Field(
+        default_factory=list, description="Web sources the reply was grounded on."
+    )
+    url: str | None = Field(default=None, description="A URL the URL-context tool retrieved.")
+    status: str | None = Field(default=None, description="Its retrieval status.")
+    language: str | None = Field(default=None, description="Language of the code run.")
+    code: str | None = Field(default=None, description="Code the model ran.")
+    outcome: str | None = Field(default=None, description="Outcome of running it.")
+    output: str | None = Field(default=None, description="Its output.")
 
 
 class ChatResponse(BaseModel):
@@ -61,4 +94,16 @@ class ChatResponse(BaseModel):
     continuation_fallback: str | None = Field(
         default=None,
         description="Why a continuation was asked for but the whole conversation was sent.",
+    )
+    evidence: list[ServerToolEvidence] = Field(
+        default_factory=list,
+        description="What built-in server-side tools did for this reply (not conversation).",
+    )
+    cached_content: str | None = Field(
+        default=None, description="The context cache the answered request referenced."
+    )
+    cache_events: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="What happened to the model's context cache since the last reply "
+        "(created, evicted, refused...), one dict of facts each, for the event log.",
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from streamagents.serde.chat import TokenUsage
+from streamagents.serde.chat import ServerToolEvidence, TokenUsage
 from streamagents.serde.messages import ChatMessage, ToolCall
 
 __all__ = [
@@ -46,6 +46,8 @@ class EventType(str, Enum):
     ERROR = "error"
     MEMORY_TRIMMED = "memory_trimmed"
     BUDGET_EXCEEDED = "budget_exceeded"
+    SERVER_TOOL = "server_tool"
+    CONTEXT_CACHE = "context_cache"
 
 
 def _refuse_inline_media(messages: list[ChatMessage], field: str) -> list[ChatMessage]:
@@ -91,6 +93,10 @@ class EventPayload(BaseModel):
     continued_from: str | None = Field(
         default=None,
         description="The stored interaction the model request continued (None: all sent).",
+    )
+    evidence: list[ServerToolEvidence] = Field(
+        default_factory=list,
+        description="What built-in server-side tools did for the model reply it follows.",
     )
 
     @field_validator("messages")

@@ -33,6 +33,8 @@ from pydantic import (
 from pydantic.functional_validators import BeforeValidator
 
 __all__ = [
+    "AGENT_DOCUMENTS",
+    "MEDIA_PART_CLASSES",
     "AudioPart",
     "ChatMessage",
     "DocumentPart",
@@ -48,6 +50,10 @@ __all__ = [
     "decode_base64",
     "media_kind_for_mime",
 ]
+
+AGENT_DOCUMENTS = "agent_documents"
+"""Metadata flag of the user message holding an agent's documents, sent first in every
+request: a wire with a context cache puts that message in the cache."""
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -289,6 +295,13 @@ Part = Annotated[
     Union[TextPart, ImagePart, AudioPart, VideoPart, DocumentPart],  # noqa: UP007
     Field(discriminator="kind"),
 ]
+MEDIA_PART_CLASSES: dict[str, type[MediaPart]] = {
+    "image": ImagePart,
+    "audio": AudioPart,
+    "video": VideoPart,
+    "document": DocumentPart,
+}
+"""The media part class of each kind (the kinds `media_kind_for_mime` answers)."""
 
 
 class ToolCall(BaseModel):

@@ -287,7 +287,10 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
         **options: Any,
     ) -> ChatResponse:
         """Build the request (raising before anything is sent), then send it with retries."""
-        request = self.build_request(messages, tools, **options)
+        return await self._call(self.build_request(messages, tools, **options))
+
+    async def _call(self, request: Any) -> ChatResponse:
+        """Send a built request with retries and parse the reply."""
         started = time.monotonic()
 
         async def attempt() -> ChatResponse:

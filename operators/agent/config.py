@@ -10,12 +10,23 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
 
-__all__ = ["AgentConfig", "Budgets", "InputLimits", "MemoryConfig", "ModelSpec", "redact_options"]
+__all__ = [
+    "GEMINI_EXTRAS_PROVIDERS",
+    "AgentConfig",
+    "Budgets",
+    "BuiltinTools",
+    "ContextCacheConfig",
+    "InputLimits",
+    "MemoryConfig",
+    "ModelSpec",
+    "gemini_extras_problem",
+    "redact_options",
+]
 
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid")
 _SECRET_OPTION = re.compile(
@@ -134,6 +145,67 @@ class InputLimits(BaseModel):
     )
 
 
+class BuiltinTools(BaseModel):
+    """Gemini's built-in server-side tools, run on Google's side next to the agent's own
+    tools; all off unless asked for. Recommended baseline: search and URL context on, code
+    execution off (it is an action surface: opt in deliberately)."""
+
+    model_config = _MODEL_CONFIG
+
+    google_search: bool = Field(default=False, description="Grounding with Google Search.")
+    url_context: bool = Field(default=False, description="Read URLs named in the prompt.")
+    code_execution: bool = Field(default=False, description="Run Python the model writes.")
+
+    def enabled(self) -> tuple[str, ...]:
+        """The names of the tools switched on, in a fixed order."""
+        return tuple(name for name in type(self).model_fields if getattr(self, name))
+
+
+class ContextCacheConfig(BaseModel):
+    """Explicit context caching (Gemini): the system prompt, tool declarations and agent
+    documents are cached on the server once and referenced by every request."""
+
+    model_config = _MODEL_CONFIG
+
+    enabled: bool = Field(default=False, description="Cache the request prefix.")
+    ttl_s: float = Field(
+        default=3600.0,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="Lifetime of a cache; the server evicts it after that (and a new one is "
+        "made on the next turn).",
+    )
+    min_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="Make a cache only for prompts of at least this many tokens, and drop one "
+        "that holds fewer (storage would cost more than it saves).",
+    )
+
+
+GEMINI_EXTRAS_PROVIDERS = ("gemini", "demo")
+"""Providers whose wire carries built-in tools and context caching (demo is the Gemini wire)."""
+
+
+def gemini_extras_problem(
+    provider: str, builtin_tools: BuiltinTools, context_cache: ContextCacheConfig
+) -> str | None:
+    """Why a provider cannot serve the agent's built-in tools or context cache, or None."""
+    if provider in GEMINI_EXTRAS_PROVIDERS:
+        return None
+    if builtin_tools.enabled():
+        return (
+            f"builtin_tools: built-in server tools ({', '.join(builtin_tools.enabled())}) exist "
+            f"only on the gemini wire; model provider {provider!r} has none"
+        )
+    if context_cache.enabled:
+        return (
+            f"context_cache: explicit context caching exists only on the gemini wire; model "
+            f"provider {provider!r} has none"
+        )
+    return None
+
+
 WaitingInputs = Annotated[
     int,
     Field(
@@ -179,6 +251,25 @@ class AgentConfig(BaseModel):
         ge=1,
         description="Largest tool result (text and inline media bytes); larger is an error.",
     )
+
+    builtin_tools: BuiltinTools = Field(
+        default_factory=BuiltinTools, description="Gemini built-in server-side tools."
+    )
+    context_cache: ContextCacheConfig = Field(
+        default_factory=ContextCacheConfig, description="Gemini explicit context caching."
+    )
+    documents: list[str] = Field(
+        default_factory=list,
+        description="Documents (local files or URLs) sent at the start of every request, "
+        "in the context cache when it is on.",
+    )
+
+    @model_validator(mode="after")
+    def _extras_on_gemini_only(self) -> AgentConfig:
+        problem = gemini_extras_problem(self.model.provider, self.builtin_tools, self.context_cache)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     @field_validator("event_log_level")
     @classmethod

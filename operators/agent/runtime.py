@@ -29,9 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from streamagents.connectors.media import MediaStore, has_inline_media_above
 from streamagents.connectors.providers import ChatModel, create_model
+from streamagents.connectors.providers.gemini import ContextCacheSettings
 from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.operators.agent._run_events import event_id_for, make_event
 from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.documents import documents_message
 from streamagents.operators.agent.memory import history_expired, trim_history
 from streamagents.operators.agent.records import (
     ErrorInfo,
@@ -106,6 +108,7 @@ class RunState(BaseModel):
     unknown_tool_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = Field(default=0, description="Of the input tokens, those from a cache.")
     sequence: int = Field(default=0, description="Sequence number of the last event emitted.")
     last_event_id: str | None = None
     interaction_id: str | None = Field(
@@ -212,13 +215,25 @@ class AgentRuntime:
         self.store = store
         self.clock_ms: Callable[[], float] = lambda: time.time() * 1000
         """Wall clock `perform` bounds calls by (the engine's now_ms uses the same clock)."""
+        self.documents = documents_message(config.documents, store)
+        """The agent's documents, the first user message of every request (None: none)."""
 
     @classmethod
     def from_config(cls, config: AgentConfig) -> AgentRuntime:
         """Build the model, tools and media store a config names."""
         store = MediaStore(config.media_store)
         spec = config.model
-        model = create_model(spec.provider, spec.model, media_store=store, **spec.options)
+        options = dict(spec.options)
+        if config.builtin_tools.enabled():
+            options["builtin_tools"] = config.builtin_tools.enabled()
+        cache = config.context_cache
+        if cache.enabled:
+            options["context_cache"] = ContextCacheSettings(
+                ttl_s=cache.ttl_s,
+                min_tokens=cache.min_tokens,
+                display_name=f"streamagents {config.job_id}"[:128],
+            )
+        model = create_model(spec.provider, spec.model, media_store=store, **options)
         tools = ToolRegistry.from_paths(
             config.tools,
             timeout_s=config.tool_timeout_s,
@@ -384,6 +399,8 @@ class AgentRuntime:
         request: list[ChatMessage] = []
         if self.config.system_prompt:
             request.append(ChatMessage.system(self.config.system_prompt))
+        if self.documents is not None:
+            request.append(self.documents)
         request.extend(history)
         request.extend(state.messages)
         generation = self.config.model.generation
@@ -453,6 +470,7 @@ class AgentRuntime:
         message = response.message
         data["input_tokens"] += response.usage.input_tokens
         data["output_tokens"] += response.usage.output_tokens
+        data["cached_tokens"] += response.usage.cached_tokens
         data["messages"].append(message)
         data["interaction_id"] = response.interaction_id
         fallback = response.continuation_fallback
@@ -466,8 +484,12 @@ class AgentRuntime:
             finish_reason=response.finish_reason,
             interaction_id=response.interaction_id,
             continued_from=response.continued_from,
-            attributes={} if fallback is None else {"continuation_fallback": fallback},
+            attributes=self._response_facts(response, fallback),
         )
+        for evidence in response.evidence:
+            run.emit("server_tool", upstream=response_id, evidence=[evidence])
+        for facts in response.cache_events:
+            run.emit("context_cache", upstream=response_id, attributes=facts)
         if not message.tool_calls:
             return self._finish(run, message, history)
         budgets = self.config.budgets
@@ -504,6 +526,16 @@ class AgentRuntime:
         ]
         action = ToolAction(calls=list(message.tool_calls), request_event_ids=request_ids)
         return Step(state=run.snapshot(action), events=run.events)
+
+    @staticmethod
+    def _response_facts(response: ChatResponse, fallback: str | None) -> dict[str, str]:
+        facts = {} if fallback is None else {"continuation_fallback": fallback}
+        if response.cached_content is not None:
+            facts["cached_content"] = response.cached_content
+        sources = [s.uri for e in response.evidence for s in e.sources]
+        if sources:
+            facts["sources"] = str(len(sources))
+        return facts
 
     def _after_tools(self, run: _Run, pending: ToolAction, outcome: Outcome) -> Step:
         data = run.data
@@ -575,7 +607,11 @@ class AgentRuntime:
             "text": message.content if message is not None else "",
             "parts": parts,
             "error": error.model_dump(exclude_none=True) if error is not None else None,
-            "usage": {"input_tokens": data["input_tokens"], "output_tokens": data["output_tokens"]},
+            "usage": {
+                "input_tokens": data["input_tokens"],
+                "output_tokens": data["output_tokens"],
+                "cached_tokens": data["cached_tokens"],
+            },
             "model_calls": data["model_calls"],
             "tool_calls": data["tool_calls"],
             "latency_ms": max(0, run.now_ms - data["started_ms"]),

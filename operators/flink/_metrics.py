@@ -33,6 +33,7 @@ class UsageTotals(NamedTuple):
     tool_calls: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_cached: int = 0
 
 
 class Level:
@@ -60,6 +61,7 @@ class EngineMetrics:
         self.tool_calls = group.counter("tool_calls")
         self.tokens_in = group.counter("tokens_in")
         self.tokens_out = group.counter("tokens_out")
+        self.tokens_cached = group.counter("tokens_cached")
         self.dead_letters = group.counter("dead_letters")
         self.calls_reissued = group.counter("calls_reissued")
         self.histories_expired = group.counter("histories_expired")
@@ -88,7 +90,7 @@ class EngineMetrics:
 
     def usage(self, before: UsageTotals, after: UsageTotals) -> None:
         """Count the calls and tokens a run consumed between two of its snapshots."""
-        model_calls, tool_calls, tokens_in, tokens_out = (
+        model_calls, tool_calls, tokens_in, tokens_out, tokens_cached = (
             max(0, a - b) for a, b in zip(after, before, strict=True)
         )
         if model_calls:
@@ -99,3 +101,5 @@ class EngineMetrics:
             self.tokens_in.inc(tokens_in)
         if tokens_out:
             self.tokens_out.inc(tokens_out)
+        if tokens_cached:
+            self.tokens_cached.inc(tokens_cached)

@@ -95,7 +95,13 @@ class _Call:
 
 
 def _totals(state: RunState) -> UsageTotals:
-    return UsageTotals(state.model_calls, state.tool_calls, state.input_tokens, state.output_tokens)
+    return UsageTotals(
+        state.model_calls,
+        state.tool_calls,
+        state.input_tokens,
+        state.output_tokens,
+        state.cached_tokens,
+    )
 
 
 def _output_totals(output: dict[str, Any]) -> UsageTotals:
@@ -105,6 +111,7 @@ def _output_totals(output: dict[str, Any]) -> UsageTotals:
         output.get("tool_calls", 0),
         usage.get("input_tokens", 0),
         usage.get("output_tokens", 0),
+        usage.get("cached_tokens", 0),
     )
 
 

@@ -26,7 +26,7 @@ from streamagents.connectors.media import MediaStore
 from streamagents.jobs._eventlog_commands import _jsonable
 from streamagents.serde import avro_single_object as single_object
 from streamagents.serde.avro import SCHEMA_VERSIONS, schema_json
-from streamagents.serde.chat import TokenUsage
+from streamagents.serde.chat import GroundingSource, ServerToolEvidence, TokenUsage
 from streamagents.serde.events import AgentEvent, EventType, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart, ToolCall
 
@@ -64,7 +64,7 @@ def events(media_dir: Path) -> list[AgentEvent]:
         "chat_response": {
             "messages": [answer],
             "tool_calls": [call],
-            "usage": TokenUsage(input_tokens=120, output_tokens=17),
+            "usage": TokenUsage(input_tokens=120, output_tokens=17, cached_tokens=100),
             "model": "gemini-2.5-flash",
             "latency_ms": 41.25,
             "finish_reason": "stop",
@@ -80,6 +80,23 @@ def events(media_dir: Path) -> list[AgentEvent]:
         "error": {"error_class": "RateLimited", "error_message": "429 from the provider"},
         "memory_trimmed": {"attributes": {"dropped": "4"}},
         "budget_exceeded": {"error_class": "BudgetExceeded", "error_message": "max_model_calls"},
+        "server_tool": {
+            "evidence": [
+                ServerToolEvidence(
+                    tool="google_search",
+                    queries=["order O-1 status"],
+                    sources=[GroundingSource(uri="https://example.org/o1", title="Order é")],
+                ),
+                ServerToolEvidence(
+                    tool="code_execution",
+                    language="PYTHON",
+                    code="print(2)",
+                    outcome="OUTCOME_OK",
+                    output="2\n",
+                ),
+            ]
+        },
+        "context_cache": {"attributes": {"action": "evicted", "cache": "cachedContents/c1"}},
     }
     assert set(kinds) == {t.value for t in EventType} - {"unknown"}
     return [

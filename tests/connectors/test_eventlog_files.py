@@ -87,7 +87,11 @@ def test_plain_fastavro_reader_reads_a_file_without_streamagents_code(tmp_path: 
         "tool_response",
         "budget_exceeded",
     ]
-    assert records[1]["payload"]["usage"] == {"input_tokens": 12, "output_tokens": 5}
+    assert records[1]["payload"]["usage"] == {
+        "input_tokens": 12,
+        "output_tokens": 5,
+        "cached_tokens": 0,
+    }
     assert records[1]["payload"]["tool_calls"][0]["metadata"] == {"sig": {"bytes": b"\x01\x02"}}
     assert records[2]["payload"]["tool_results"][0]["is_error"] is True
 

@@ -367,4 +367,5 @@ def test_metrics_count_runs_calls_and_tokens(job: Any) -> None:
     assert metrics["model_calls"] >= metrics["runs_finished"] > 0
     assert metrics["tool_calls"] > 0
     assert metrics["tokens_in"] > 0 and metrics["tokens_out"] > 0
+    assert metrics["tokens_cached"] == 0  # registered; this job caches nothing
     assert metrics["model_latency_p50_ms"] > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 
@@ -10,8 +11,13 @@ from google import genai
 from google.genai import types
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.connectors.providers import GeminiChatModel, create_model
+from streamagents.connectors.providers.gemini import ContextCacheSettings
+from streamagents.jobs._model_choice import demo_server, model_spec
 from streamagents.jobs.examples.demo_responder import DEMO_PREFIX, respond
 from streamagents.jobs.examples.support_tools import fetch_attachment, lookup_order
+from streamagents.jobs.spec import ModelEntry
+from streamagents.serde.messages import ChatMessage
 
 TOOLS = [
     types.Tool(
@@ -116,3 +122,35 @@ def test_unknown_order_is_reported_as_not_found(client: genai.Client) -> None:
     ]
     answer = client.models.generate_content(model="support-demo", contents=contents)
     assert "order O-9999 was not found" in answer.text
+
+
+def test_the_demo_model_serves_context_caching_through_its_cache_double() -> None:
+    entry = ModelEntry(
+        provider="demo",
+        model="support-demo",
+        responder="streamagents.jobs.examples.demo_responder:respond",
+    )
+    with demo_server(entry) as url:
+        spec = model_spec(entry, url)
+        model = create_model(
+            spec.provider,
+            spec.model,
+            **spec.options,
+            context_cache=ContextCacheSettings(),
+        )
+        assert isinstance(model, GeminiChatModel) and model.context_cache is not None
+        cache = model.context_cache
+        request = [ChatMessage.system("You are the support demo."), ChatMessage.user("hello")]
+
+        async def turns() -> list[str | None]:
+            names = [(await model.achat(request)).cached_content]
+            for _ in range(100):  # creation runs beside the turns; wait for it here
+                if cache.name is not None:
+                    break
+                await asyncio.sleep(0.01)
+            names.append((await model.achat(request)).cached_content)
+            return names
+
+        names = asyncio.run(turns())
+    assert names == [None, "cachedContents/stub-1"]
+    assert cache.off_reason is None

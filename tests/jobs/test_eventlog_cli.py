@@ -9,7 +9,7 @@ import pytest
 
 from streamagents.connectors.eventlog import EventLogWriter
 from streamagents.jobs.cli import main
-from streamagents.serde.chat import TokenUsage
+from streamagents.serde.chat import GroundingSource, ServerToolEvidence, TokenUsage
 from streamagents.serde.events import new_event
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -92,7 +92,9 @@ def test_stats_counts_types_keys_tokens_errors_and_latency(
         "by_type": {"chat_response": 4, "error": 2, "input": 2, "tool_response": 2},
         "keys": 2,
         "runs": 2,
-        "tokens": {"input": 400, "output": 40},
+        "tokens": {"input": 400, "output": 40, "cached": 0},
+        "server_tools": {},
+        "context_cache": {},
         "errors": 2,
         "tool_errors": 2,
         "latency_ms": {"count": 6, "p50": 200.0, "p90": 400.0, "p99": 400.0, "max": 400.0},
@@ -138,3 +140,54 @@ def test_stats_counts_the_good_files_and_lists_the_damaged_one(
     assert str(first) in captured.err
     assert main(["eventlog", "stats", str(log_dir)]) == 3
     assert "damaged      1 file(s)" in capsys.readouterr().out
+
+
+def test_cat_and_stats_show_server_tool_evidence_and_cache_facts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = {"job_id": "job", "key": "k", "run_id": "run-k"}
+    search = ServerToolEvidence(
+        tool="google_search",
+        queries=["opening hours"],
+        sources=[GroundingSource(uri="https://a.example", title="A"), GroundingSource(uri="b:")],
+    )
+    code = ServerToolEvidence(
+        tool="code_execution", language="PYTHON", code="print(1)", outcome="OUTCOME_OK"
+    )
+    events = [
+        new_event(
+            "chat_response",
+            sequence=1,
+            usage=TokenUsage(input_tokens=5000, output_tokens=20, cached_tokens=4800),
+            **ids,
+        ),
+        new_event("server_tool", sequence=2, evidence=[search], **ids),
+        new_event("server_tool", sequence=3, evidence=[code], **ids),
+        new_event(
+            "context_cache",
+            sequence=4,
+            attributes={"action": "evicted", "cache": "cachedContents/x", "reason": "gone"},
+            **ids,
+        ),
+    ]
+    with EventLogWriter(tmp_path) as writer:
+        writer.write_all(events)
+    assert main(["eventlog", "cat", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "tokens=5000/20  cached=4800" in lines[0]
+    assert lines[1].endswith("\"search 'opening hours', 2 source(s)\"")
+    assert lines[2].endswith('"code (PYTHON) print(1) -> OUTCOME_OK"')
+    assert lines[3].endswith('"evicted cachedContents/x: gone"')
+    assert main(["eventlog", "stats", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["tokens"] == {"input": 5000, "output": 20, "cached": 4800}
+    assert summary["server_tools"] == {
+        "code_execution": 1,
+        "google_search": 1,
+        "search_queries": 1,
+        "sources": 2,
+    }
+    assert summary["context_cache"] == {"evicted": 1}
+    assert main(["eventlog", "stats", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert "(cached input 4800)" in table and "sources 2" in table and "evicted 1" in table

@@ -19,6 +19,8 @@ from sample_runs import HOSTILE, SECRET, SampleLog, write_sample_log
 from streamagents.connectors.eventlog import read_events
 from streamagents.jobs._run_viewer import MediaSource, render_runs
 from streamagents.jobs.cli import main
+from streamagents.serde.chat import GroundingSource, ServerToolEvidence, TokenUsage
+from streamagents.serde.events import new_event
 
 ALICE_STEPS = [
     "input",
@@ -143,3 +145,36 @@ def test_a_browser_shows_the_runs_their_steps_and_images(
     assert browser.errors == []
     if embed == "embedded" and os.environ.get("STREAMAGENTS_DOCS_SCREENSHOT"):
         browser.screenshot(Path(os.environ["STREAMAGENTS_DOCS_SCREENSHOT"]))
+
+
+def test_server_tool_evidence_shows_its_sources_as_links_and_never_a_script_link(
+    tmp_path: Path,
+) -> None:
+    ids = {"job_id": "job", "key": "k", "run_id": "run-k"}
+    search = ServerToolEvidence(
+        tool="google_search",
+        queries=["<b>hours</b>"],
+        sources=[
+            GroundingSource(uri="https://example.org/hours?a=1&b=2", title="Hours"),
+            GroundingSource(uri="javascript:alert(1)", title="evil"),
+        ],
+    )
+    code = ServerToolEvidence(tool="code_execution", code="print('<x>')", output="<x>")
+    events = [
+        new_event(
+            "chat_response",
+            sequence=1,
+            usage=TokenUsage(input_tokens=900, output_tokens=9, cached_tokens=800),
+            **ids,
+        ),
+        new_event("server_tool", sequence=2, evidence=[search, code], **ids),
+    ]
+    page, runs = render_runs(events, MediaSource(tmp_path / "page.html"))
+    assert runs == 1
+    assert (
+        '<a href="https://example.org/hours?a=1&amp;b=2" rel="noreferrer noopener">Hours</a>'
+        in page
+    )
+    assert 'href="javascript' not in page and "evil (javascript:alert(1))" in page
+    assert "&lt;b&gt;hours&lt;/b&gt;" in page and "print(&#x27;&lt;x&gt;&#x27;)" in page
+    assert "800 cached" in page

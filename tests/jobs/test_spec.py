@@ -281,3 +281,34 @@ def test_checkpoint_durations_refuse_infinity_nan_and_more_than_a_year(tmp_path:
         message = problems(write(tmp_path, text))
         assert "checkpointing.timeout_s" in message, value
         assert "checkpointing.interval_s" in message, value
+
+
+GEMINI_EXTRAS = """\
+  builtin_tools: {google_search: true, url_context: true}
+  context_cache: {enabled: true, ttl_s: 600, min_tokens: 4096}
+  documents: [manual.pdf, "https://example.org/policy.txt"]
+"""
+
+
+def test_gemini_extras_reach_the_agent_config_with_documents_relative_to_the_spec(
+    tmp_path: Path,
+) -> None:
+    text = MINIMAL.replace("sinks:", GEMINI_EXTRAS + "sinks:")
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+    config = agent_config(loaded, model_spec(loaded.model))
+    assert config.builtin_tools.enabled() == ("google_search", "url_context")
+    assert (config.context_cache.enabled, config.context_cache.ttl_s) == (True, 600)
+    assert config.documents == [str(tmp_path / "manual.pdf"), "https://example.org/policy.txt"]
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-responses"])
+def test_builtin_tools_on_an_openai_provider_is_a_validate_error_naming_both(
+    tmp_path: Path, provider: str
+) -> None:
+    text = MINIMAL.replace("provider: gemini", f"provider: {provider}").replace(
+        "sinks:", GEMINI_EXTRAS + "sinks:"
+    )
+    message = problems(write(tmp_path, text))
+    assert ":7: agent.builtin_tools: built-in server tools (google_search, url_context)" in message
+    assert f"model provider '{provider}' has none" in message
+    assert ":8: agent.context_cache: explicit context caching" in message

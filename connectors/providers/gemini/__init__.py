@@ -5,9 +5,14 @@ from streamagents.connectors.providers.gemini._interactions_model import (
     GeminiInteractionsModel,
     GeminiInteractionsOptions,
 )
-from streamagents.connectors.providers.gemini._model import GeminiChatModel, GeminiOptions
+from streamagents.connectors.providers.gemini._model import (
+    ContextCacheSettings,
+    GeminiChatModel,
+    GeminiOptions,
+)
 
 __all__ = [
+    "ContextCacheSettings",
     "GeminiChatModel",
     "GeminiInteractionsModel",
     "GeminiInteractionsOptions",

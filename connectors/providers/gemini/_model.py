@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google import genai
@@ -12,8 +12,13 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from streamagents.connectors.providers._adapter_base import ModelOptions, SDKChatModel
-from streamagents.connectors.providers._errors import ProviderError
+from streamagents.connectors.providers._errors import MalformedResponse, ProviderError
 from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.gemini._context_cache import (
+    CacheCreated,
+    ContextCache,
+    ContextCacheSettings,
+)
 from streamagents.connectors.providers.gemini._request import send_generate_content
 from streamagents.connectors.providers.gemini.wire import (
     PROVIDER,
@@ -23,7 +28,7 @@ from streamagents.connectors.providers.gemini.wire import (
 )
 from streamagents.serde.chat import ChatResponse
 
-__all__ = ["GeminiChatModel", "GeminiOptions"]
+__all__ = ["ContextCacheSettings", "GeminiChatModel", "GeminiOptions"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -41,6 +46,10 @@ class GeminiOptions(ModelOptions):
     legacy_tool_media: bool = False
     """Send tool-result media as sibling parts, for models that refuse them inside a
     function response."""
+    builtin_tools: tuple[str, ...] = ()
+    """Built-in server-side tools to enable: google_search, url_context, code_execution."""
+    context_cache: ContextCacheSettings | None = None
+    """Cache the system instruction, tools and agent documents on the server (None: off)."""
 
 
 class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
@@ -48,6 +57,17 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
 
     provider = PROVIDER
     options_type = GeminiOptions
+
+    def __init__(self, model: str, **options: Any) -> None:
+        super().__init__(model, **options)
+        settings: Any = self.options.context_cache
+        if isinstance(settings, Mapping):  # given as plain data, e.g. a YAML spec's options
+            settings = ContextCacheSettings(**settings)
+        self.context_cache = (
+            None
+            if settings is None
+            else ContextCache(settings, self._create_cache, self._delete_cache)
+        )
 
     def _with_api_key(self, options: GeminiOptions) -> GeminiOptions:
         key = (
@@ -87,7 +107,37 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
             options,
             store=self.options.media_store,
             legacy_tool_media=self.options.legacy_tool_media,
+            builtin_tools=self.options.builtin_tools,
+            vertexai=self.options.vertexai,
         )
+
+    async def achat(
+        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike] = (), **options: Any
+    ) -> ChatResponse:
+        """Build the request, then send it, through the context cache when one is configured."""
+        request = self.build_request(messages, tools, **options)
+        if self.context_cache is None:
+            return await self._call(request)
+        return await self.context_cache.answer(request, self._call)
+
+    async def _create_cache(
+        self, request: GeminiRequest, settings: ContextCacheSettings
+    ) -> CacheCreated:
+        """Create a context cache of `request`'s prefix with the SDK's caches client."""
+        config = request.cache_config(settings.ttl_s, settings.display_name)
+        try:
+            cached = await self._client.get().aio.caches.create(model=self.model, config=config)
+        except Exception as error:
+            raise self._error_for(error) or error from None
+        if not cached.name:
+            raise MalformedResponse("the created cache has no name", provider=self.provider)
+        usage = cached.usage_metadata
+        tokens = (usage.total_token_count if usage is not None else None) or 0
+        return CacheCreated(name=cached.name, tokens=tokens)
+
+    async def _delete_cache(self, name: str) -> None:
+        """Delete a context cache."""
+        await self._client.get().aio.caches.delete(name=name)
 
     async def _send(self, client: genai.Client, request: GeminiRequest) -> Any:
         return await send_generate_content(client, self.model, request.contents, request.config)

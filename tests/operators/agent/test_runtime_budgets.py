@@ -63,7 +63,7 @@ def test_max_tokens_ends_the_run_before_another_call(tmp_path: Path) -> None:
     runtime = make_runtime(tmp_path, Budgets(max_tokens=30), calls(("ping", {}), tokens=20))
     done = drive(runtime, RAW)
     assert_budget_error(done.output, "max_tokens", 30)
-    assert done.output["usage"] == {"input_tokens": 20, "output_tokens": 20}
+    assert done.output["usage"] == {"input_tokens": 20, "output_tokens": 20, "cached_tokens": 0}
     assert done.output["tool_calls"] == 0
 
 

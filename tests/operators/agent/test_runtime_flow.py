@@ -53,7 +53,7 @@ def test_text_answer_gives_an_ok_output_record_with_the_contract_fields(tmp_path
         "text": "Hi!",
         "parts": [],
         "error": None,
-        "usage": {"input_tokens": 7, "output_tokens": 3},
+        "usage": {"input_tokens": 7, "output_tokens": 3, "cached_tokens": 0},
         "model_calls": 1,
         "tool_calls": 0,
         "latency_ms": 10,

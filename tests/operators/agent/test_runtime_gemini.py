@@ -68,7 +68,7 @@ def test_a_tool_image_reaches_gemini_inside_the_function_response(
 
     assert done.output["status"] == "ok" and done.output["text"] == "A cat on a wall."
     assert done.output["tool_calls"] == 1 and done.output["model_calls"] == 2
-    assert done.output["usage"] == {"input_tokens": 12, "output_tokens": 3}
+    assert done.output["usage"] == {"input_tokens": 12, "output_tokens": 3, "cached_tokens": 0}
     first, second = (snake(r.json) for r in stub.requests)
     declared = first["tools"][0]["function_declarations"][0]
     assert declared["name"] == "camera"

@@ -41,7 +41,7 @@ def test_a_tool_image_reaches_chat_completions_in_the_user_message_after_the_too
     done = drive(AgentRuntime.from_config(config), '{"key": "k", "text": "north?"}')
 
     assert done.output["status"] == "ok" and done.output["text"] == "A cat."
-    assert done.output["usage"] == {"input_tokens": 20, "output_tokens": 2}
+    assert done.output["usage"] == {"input_tokens": 20, "output_tokens": 2, "cached_tokens": 0}
     messages = stub.requests[1].json["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user"]
     assert messages[2] == {
