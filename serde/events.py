@@ -46,6 +46,9 @@ class EventType(str, Enum):
     ERROR = "error"
     MEMORY_TRIMMED = "memory_trimmed"
     BUDGET_EXCEEDED = "budget_exceeded"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
+    APPROVAL_EXPIRED = "approval_expired"
 
 
 def _refuse_inline_media(messages: list[ChatMessage], field: str) -> list[ChatMessage]:
