@@ -46,7 +46,9 @@ class ApprovalDecision(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
-    call_id: str = Field(min_length=1, max_length=256, description="The call decided on.")
+    call_id: str = Field(
+        min_length=1, max_length=256, description="The `call_id` of the approval request."
+    )
     decision: Literal["approve", "reject"] = Field(description="approve or reject.")
     by: str = Field(default="", max_length=256, description="Who decided.")
     comment: str = Field(default="", max_length=_MAX_TEXT, description="Why, for the model.")
@@ -69,7 +71,11 @@ class PendingApproval(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    call_id: str
+    call_id: str = Field(
+        description="The approval's id, which decisions name: the call's tool_request event "
+        "id, unique per run and call (a model's own call ids may repeat across turns)."
+    )
+    tool_call_id: str = Field(description="The model's id of the call.")
     tool: str
     requested_ms: int
     deadline_ms: int

@@ -105,7 +105,7 @@ class ToolAction(BaseModel):
     @property
     def runnable_calls(self) -> list[ToolCall]:
         """Calls without a result that may run now: no approval needed, or approved."""
-        blocked = {a.call_id for a in self.approvals if a.status != "approved"}
+        blocked = {a.tool_call_id for a in self.approvals if a.status != "approved"}
         return [c for c in self.calls if c.id not in self.done and c.id not in blocked]
 
     @property
@@ -606,7 +606,8 @@ class AgentRuntime:
                 continue
             timeout_s = found.approval_timeout_s or self.config.approval_timeout_s
             approval = PendingApproval(
-                call_id=call.id,
+                call_id=request_id,
+                tool_call_id=call.id,
                 tool=call.name,
                 requested_ms=run.now_ms,
                 deadline_ms=run.now_ms + math.ceil(timeout_s * 1000),
@@ -616,7 +617,7 @@ class AgentRuntime:
                 "approval_requested",
                 upstream=request_id,
                 tool_calls=[call],
-                attributes={"call_id": call.id, "deadline_ms": str(approval.deadline_ms)},
+                attributes={"call_id": request_id, "deadline_ms": str(approval.deadline_ms)},
             )
             requests.append(self._approval_request(run, call, approval))
         action = ToolAction(
@@ -628,7 +629,8 @@ class AgentRuntime:
         """The approval request record of a call: what a person needs to decide on it."""
         said = [m.content for m in run.data["messages"] if m.role == "assistant" and m.content]
         record = {
-            "call_id": call.id,
+            "call_id": approval.call_id,
+            "tool_call_id": call.id,
             "run_id": run.data["run_id"],
             "input_id": run.data["input_id"],
             "key": run.data["key"],
@@ -730,7 +732,8 @@ class AgentRuntime:
             return self._refused(state, decision, before)
         assert state is not None and isinstance(pending, ToolAction)
         run = _Run(self, state, now_ms)
-        call = next(c for c in pending.calls if c.id == decision.call_id)
+        call = _call_of(pending, entry.tool_call_id)
+        upstream = pending.request_event_ids[pending.calls.index(call)]
         approved = decision.decision == "approve"
         edited = (
             approved and decision.arguments is not None and decision.arguments != call.arguments
@@ -739,10 +742,10 @@ class AgentRuntime:
             call = call.model_copy(update={"arguments": decision.arguments})
         run.emit(
             "approval_decided",
-            upstream=pending.request_event_ids[pending.calls.index(_call_of(pending, call.id))],
+            upstream=upstream,
             tool_calls=[call],
             attributes={
-                "call_id": call.id,
+                "call_id": entry.call_id,
                 "decision": decision.decision,
                 "by": clip(decision.by, 256),
                 "comment": clip(decision.comment),
@@ -753,8 +756,8 @@ class AgentRuntime:
         entry = entry.model_copy(
             update={"status": "approved" if approved else "rejected", "fingerprint": fingerprint}
         )
-        approvals = [entry if a.call_id == call.id else a for a in pending.approvals]
-        settled_now = {call.id: fingerprint}
+        approvals = [entry if a.call_id == entry.call_id else a for a in pending.approvals]
+        settled_now = {entry.call_id: fingerprint}
         if approved:
             calls = [call if c.id == call.id else c for c in pending.calls]
             action = pending.model_copy(update={"calls": calls, "approvals": approvals})
@@ -778,13 +781,13 @@ class AgentRuntime:
         run = _Run(self, state, now_ms)
         results: dict[str, ChatMessage] = {}
         for entry in due:
-            call = _call_of(pending, entry.call_id)
+            call = _call_of(pending, entry.tool_call_id)
             waited_s = (entry.deadline_ms - entry.requested_ms) / 1000
             run.emit(
                 "approval_expired",
                 upstream=pending.request_event_ids[pending.calls.index(call)],
                 tool_calls=[call],
-                attributes={"call_id": call.id, "deadline_ms": str(entry.deadline_ms)},
+                attributes={"call_id": entry.call_id, "deadline_ms": str(entry.deadline_ms)},
             )
             results[call.id] = ToolRegistry.error_result(
                 call, f"no decision came within {waited_s:g} s; the call was not made"

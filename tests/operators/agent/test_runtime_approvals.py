@@ -20,12 +20,14 @@ from streamagents.operators.agent.approvals import (
 )
 from streamagents.operators.agent.config import AgentConfig, ModelSpec, ToolRef
 from streamagents.operators.agent.records import InputError, InputRecord
-from streamagents.operators.agent.runtime import AgentRuntime, Step
+from streamagents.operators.agent.runtime import AgentRuntime, Step, run_id_for
 from streamagents.operators.agent.tools import Tool
 from streamagents.serde.events import AgentEvent
 
 T0 = 1_000_000
 DAY_MS = 86_400_000
+APPROVAL = run_id_for("streamagents", "in-1") + ".0004"
+"""The approval id of the first call of the first turn: its tool_request event's id."""
 made: list[tuple[str, dict[str, Any]]] = []
 """Calls the tools below actually made, in order."""
 
@@ -91,7 +93,7 @@ def run_pending(runtime: AgentRuntime, step: Step, now: int) -> Step:
     return runtime.advance(step.state, outcome, now, [])
 
 
-def decision(call_id: str = "call-0", verdict: str = "approve", **fields: Any) -> ApprovalDecision:
+def decision(call_id: str = APPROVAL, verdict: str = "approve", **fields: Any) -> ApprovalDecision:
     return ApprovalDecision(call_id=call_id, decision=verdict, **fields)
 
 
@@ -119,7 +121,8 @@ def test_a_call_needing_approval_parks_the_run_and_emits_a_request(tmp_path: Pat
     assert made == []
     [request] = [json.loads(r) for r in step.approval_requests]
     assert request == {
-        "call_id": "call-0",
+        "call_id": APPROVAL,
+        "tool_call_id": "call-0",
         "run_id": step.state.run_id,
         "input_id": "in-1",
         "key": "cust-1",
@@ -130,7 +133,7 @@ def test_a_call_needing_approval_parks_the_run_and_emits_a_request(tmp_path: Pat
         "deadline_ms": T0 + DAY_MS,
     }
     requested = [e for e in events(step) if e["event_type"] == "approval_requested"]
-    assert requested[0]["payload"]["attributes"]["call_id"] == "call-0"
+    assert requested[0]["payload"]["attributes"]["call_id"] == APPROVAL
 
 
 def test_approve_runs_the_call_once_and_the_run_finishes(tmp_path: Path) -> None:
@@ -141,7 +144,7 @@ def test_approve_runs_the_call_once_and_the_run_finishes(tmp_path: Path) -> None
     later = T0 + 3 * DAY_MS // 4
     decided = runtime.decide(parked.state, decision(by="ana"), later)
     assert decided.state is not None and not decided.state.parked
-    assert decided.settled == {"call-0": decision().fingerprint()}
+    assert decided.settled == {APPROVAL: decision().fingerprint()}
     assert made == []  # the decision only frees the call; the engine performs it
     after_tool = run_pending(runtime, decided, later + 5)
     assert made == [("refund", {"order": "A1", "amount": 30})]
@@ -196,7 +199,7 @@ def test_the_deadline_rejects_the_call_as_timed_out_and_the_run_goes_on(tmp_path
     early = runtime.expire(parked.state, T0 + 59_999)
     assert early.state == parked.state and early.events == []
     expired = runtime.expire(parked.state, T0 + 60_000)
-    assert expired.settled == {"call-0": "expired"}
+    assert expired.settled == {APPROVAL: "expired"}
     assert next(e["event_type"] for e in events(expired)) == "approval_expired"
     done = run_pending(runtime, expired, T0 + 60_010)
     result = model_requests(runtime)[-1].messages[-1]
@@ -236,7 +239,7 @@ def test_a_duplicate_decision_is_ignored_during_and_after_the_run(tmp_path: Path
     again = runtime.decide(approved.state, decision(by="ana"), T0 + 2)
     assert again.duplicate and again.dead_letter is None and again.events == []
     assert again.state == approved.state
-    after = runtime.decide(None, decision(by="someone"), T0 + 3, settled=approved.settled["call-0"])
+    after = runtime.decide(None, decision(by="someone"), T0 + 3, settled=approved.settled[APPROVAL])
     assert after.duplicate and after.dead_letter is None
 
 
@@ -310,7 +313,7 @@ def test_a_parked_run_abandoned_at_the_end_of_input_leaves_its_input(tmp_path: P
     ended = runtime.abandon_parked(parked.state, T0 + 5)
     assert ended.finished
     letter = dead_letter(ended)
-    assert letter["error_type"] == "ApprovalPending" and "call-0" in letter["reason"]
+    assert letter["error_type"] == "ApprovalPending" and APPROVAL in letter["reason"]
     assert json.loads(letter["input"])["text"] == "refund A1"
     assert json.loads(ended.output or "{}")["status"] == "error"
 
@@ -360,3 +363,16 @@ def test_a_line_with_approval_is_a_decision() -> None:
     ]:
         with pytest.raises(InputError, match=rule):
             parse_line(bad, "key")
+
+
+def test_a_repeated_model_call_id_gets_a_new_approval_id(tmp_path: Path) -> None:
+    refund_call = ("refund", {"order": "A1", "amount": 30})
+    runtime = runtime_with(tmp_path, calls(refund_call), calls(refund_call), answer("Twice."))
+    first = begin(runtime)
+    approved = runtime.decide(first.state, decision(), T0 + 1)
+    second = run_pending(runtime, run_pending(runtime, approved, T0 + 2), T0 + 3)
+    [request] = [json.loads(r) for r in second.approval_requests]
+    assert request["tool_call_id"] == "call-0" and request["call_id"] != APPROVAL
+    old = runtime.decide(second.state, decision(), T0 + 4, settled=approved.settled[APPROVAL])
+    assert old.duplicate and old.state == second.state  # turn 2's call is still waiting
+    assert len(made) == 1
