@@ -716,10 +716,12 @@ class AgentRuntime:
         decision: ApprovalDecision,
         now_ms: int,
         settled: str | None = None,
+        key: str | None = None,
     ) -> Step:
         """Apply a person's decision on a parked call of the key's run (`state`, None when
         the key has none). `settled` is what the engine remembers of the call from an
-        earlier run: its decision's fingerprint, or `expired`.
+        earlier run: its decision's fingerprint, or `expired`; `key` names the key in a
+        dead letter when there is no run.
 
         Approve: the call may run, with the decision's arguments if it edited them.
         Reject: its result is an error saying so, with the comment. A decision for an
@@ -729,7 +731,7 @@ class AgentRuntime:
         entry = pending.approval(decision.call_id) if isinstance(pending, ToolAction) else None
         if entry is None or entry.status != "waiting":
             before = settled if entry is None else (entry.fingerprint or entry.status)
-            return self._refused(state, decision, before)
+            return self._refused(state, decision, before, key)
         assert state is not None and isinstance(pending, ToolAction)
         run = _Run(self, state, now_ms)
         call = _call_of(pending, entry.tool_call_id)
@@ -814,7 +816,11 @@ class AgentRuntime:
         return self._fail(_Run(self, state, now_ms), error, dead_letter=True)
 
     def _refused(
-        self, state: RunState | None, decision: ApprovalDecision, before: str | None
+        self,
+        state: RunState | None,
+        decision: ApprovalDecision,
+        before: str | None,
+        key: str | None,
     ) -> Step:
         """A decision that applies to no waiting call: a duplicate, or a dead letter why."""
         if before is not None and before == decision.fingerprint():
@@ -837,7 +843,7 @@ class AgentRuntime:
                 message=f"call {clip(decision.call_id, 256)!r} was already decided "
                 f"({verdict}) with other arguments or verdict; the first decision stands",
             )
-        key = state.key if state is not None else None
+        key = state.key if state is not None else key
         letter = dead_letter_record(
             "approval",
             error,

@@ -394,7 +394,7 @@ class AgentFunction(KeyedProcessFunction):
         if state is None and stored is not None:
             state = RunState.model_validate_json(stored)
         settled = self._settled.get(decision.call_id)
-        step = self._off_task(self._runtime.decide, state, decision, now, settled)
+        step = self._off_task(self._runtime.decide, state, decision, now, settled, key)
         if step.duplicate or step.state is state:
             yield from self._emit_events(step.events)
             if step.dead_letter is not None:

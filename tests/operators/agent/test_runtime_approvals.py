@@ -219,8 +219,9 @@ def test_decisions_for_unknown_decided_or_expired_calls_are_dead_letters(tmp_pat
     assert dead_letter(unknown)["error_type"] == "UnknownCall"
     assert dead_letter(unknown)["stage"] == "approval"
     assert unknown.state == parked.state
-    no_run = runtime.decide(None, decision(), T0)
+    no_run = runtime.decide(None, decision(), T0, key="cust-1")
     assert dead_letter(no_run)["error_type"] == "UnknownCall"
+    assert dead_letter(no_run)["key"] == "cust-1"
     approved = runtime.decide(parked.state, decision(by="ana"), T0 + 1)
     conflict = runtime.decide(approved.state, decision(verdict="reject", by="bo"), T0 + 2)
     assert dead_letter(conflict)["error_type"] == "AlreadyDecided"
