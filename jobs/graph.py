@@ -149,10 +149,15 @@ def _source(
 
 
 def _inputs(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
-    """The job's input lines: the source, and the approvals source (decisions) if any."""
+    """The job's input lines: the source, and the approvals source (decisions) if any.
+
+    A local folder of decision files is created when missing: it starts empty, an inbox."""
     lines = _source(env, spec.source)
     if spec.approvals is None:
         return lines
+    files = spec.approvals.files
+    if files is not None and not _SCHEME.match(files.path) and not Path(files.path).exists():
+        Path(files.path).mkdir(parents=True)
     return lines.union(_source(env, spec.approvals, APPROVALS_NAME))
 
 

@@ -65,7 +65,7 @@ def refund(order_id: str, amount_eur: float) -> dict[str, Any]:
     """
     if not 0 < amount_eur <= 10_000:
         raise ValueError("amount_eur must be above 0 and at most 10000")
-    ledger = Path(os.environ.get("SUPPORT_DESK_REFUNDS", "out/support_desk/refunds"))
+    ledger = Path(os.environ.get("SUPPORT_DESK_REFUNDS", _DATA.parent / "out/support_desk/refunds"))
     ledger.mkdir(parents=True, exist_ok=True)
     entry = ledger / f"{re.sub(r'[^A-Za-z0-9-]', '_', order_id.strip().upper())}.json"
     try:  # create-exclusive: of two calls for one order, one refunds
