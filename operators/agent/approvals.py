@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -30,9 +31,12 @@ __all__ = [
     "ApprovalDecision",
     "PendingApproval",
     "decision_line",
+    "forgotten",
     "is_decision_line",
     "parse_line",
     "read_decision_line",
+    "settled_entry",
+    "settled_fingerprint",
 ]
 
 DECISION_PREFIX = '{"approval":'
@@ -124,3 +128,19 @@ def parse_line(
 def read_decision_line(line: str) -> ApprovalDecision:
     """The decision of a canonical decision line (`decision_line`)."""
     return ApprovalDecision.model_validate(json.loads(line)["approval"])
+
+
+def settled_entry(fingerprint: str, now_ms: int) -> str:
+    """How a key remembers a settled approval: its fingerprint (or `expired`) and when."""
+    return f"{fingerprint}@{now_ms}"
+
+
+def settled_fingerprint(entry: str) -> str:
+    """The fingerprint (or `expired`) of a `settled_entry`."""
+    return entry.rpartition("@")[0]
+
+
+def forgotten(entries: Iterable[tuple[str, str]], keep: int) -> list[str]:
+    """The approval ids to forget so that the latest `keep` settled entries remain."""
+    ordered = sorted(entries, key=lambda entry: int(entry[1].rpartition("@")[2]))
+    return [call_id for call_id, _ in ordered[: max(0, len(ordered) - keep)]]

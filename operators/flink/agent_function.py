@@ -38,7 +38,13 @@ from pyflink.datastream import KeyedProcessFunction, OutputTag, RuntimeContext
 from pyflink.datastream.functions import TimeDomain
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
-from streamagents.operators.agent.approvals import is_decision_line, read_decision_line
+from streamagents.operators.agent.approvals import (
+    forgotten,
+    is_decision_line,
+    read_decision_line,
+    settled_entry,
+    settled_fingerprint,
+)
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.records import (
     ErrorInfo,
@@ -336,7 +342,7 @@ class AgentFunction(KeyedProcessFunction):
             yield DEAD_LETTERS_TAG, step.dead_letter
         for request in step.approval_requests:
             yield APPROVAL_REQUESTS_TAG, request
-        self._remember(step.settled)
+        self._remember(step.settled, now_ms)
         if step.state is not None and step.state.parked:
             if self._draining:  # the input has ended: no decision can come any more
                 ended = self._off_task(self._runtime.abandon_parked, step.state, now_ms)
@@ -370,19 +376,14 @@ class AgentFunction(KeyedProcessFunction):
         if due is not None:
             ctx.timer_service().register_processing_time_timer(due)
 
-    def _remember(self, settled: dict[str, str]) -> None:
+    def _remember(self, settled: dict[str, str], now_ms: int) -> None:
         """Keep how approvals were settled, the key's latest `MAX_SETTLED_PER_KEY` of them."""
         if not settled:
             return
         for call_id, fingerprint in settled.items():
-            self._settled.put(call_id, fingerprint)
-        entries = list(self._settled.keys())
-        if len(entries) > MAX_SETTLED_PER_KEY:
-            # approval ids are "<run id>.<sequence>": forget the oldest sequences first
-            for call_id in sorted(entries, key=lambda c: c.rpartition(".")[2])[
-                : len(entries) - MAX_SETTLED_PER_KEY
-            ]:
-                self._settled.remove(call_id)
+            self._settled.put(call_id, settled_entry(fingerprint, now_ms))
+        for call_id in forgotten(self._settled.items(), MAX_SETTLED_PER_KEY):
+            self._settled.remove(call_id)
 
     def _decide(self, key: str, raw: str, ctx: Any) -> Iterator[Any]:
         """Apply a decision to the key's run: parked or not, it never waits in the queue."""
@@ -393,7 +394,8 @@ class AgentFunction(KeyedProcessFunction):
         state = call.state if call is not None else None
         if state is None and stored is not None:
             state = RunState.model_validate_json(stored)
-        settled = self._settled.get(decision.call_id)
+        kept = self._settled.get(decision.call_id)
+        settled = None if kept is None else settled_fingerprint(kept)
         step = self._off_task(self._runtime.decide, state, decision, now, settled, key)
         if step.duplicate or step.state is state:
             yield from self._emit_events(step.events)
@@ -404,7 +406,7 @@ class AgentFunction(KeyedProcessFunction):
         if call is not None and step.state is not None:
             # its other call is running: its outcome is applied to the decided state
             yield from self._emit_events(step.events)
-            self._remember(step.settled)
+            self._remember(step.settled, now)
             call.state = step.state
             self._run.update(step.state.model_dump_json())
             return

@@ -9,14 +9,19 @@ from typing import Any
 
 import pytest
 from doubles import ScriptedTestModel, answer, calls, scripted_runtime
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamagents.operators.agent import tool
 from streamagents.operators.agent.approvals import (
     ApprovalDecision,
     decision_line,
+    forgotten,
     is_decision_line,
     parse_line,
     read_decision_line,
+    settled_entry,
+    settled_fingerprint,
 )
 from streamagents.operators.agent.config import AgentConfig, ModelSpec, ToolRef
 from streamagents.operators.agent.records import InputError, InputRecord
@@ -377,3 +382,52 @@ def test_a_repeated_model_call_id_gets_a_new_approval_id(tmp_path: Path) -> None
     old = runtime.decide(second.state, decision(), T0 + 4, settled=approved.settled[APPROVAL])
     assert old.duplicate and old.state == second.state  # turn 2's call is still waiting
     assert len(made) == 1
+
+
+def test_a_key_forgets_its_oldest_settled_approvals_beyond_the_bound() -> None:
+    entries = [(f"a{n}", settled_entry("approve:x", 1000 + n)) for n in (5, 1, 3, 2, 4)]
+    assert forgotten(entries, 3) == ["a1", "a2"]
+    assert forgotten(entries, 5) == []
+    assert settled_fingerprint(settled_entry("expired", 7)) == "expired"
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    approval=JSON_VALUES | st.fixed_dictionaries({"call_id": JSON_VALUES, "decision": JSON_VALUES}),
+    key=JSON_VALUES,
+)
+def test_any_line_with_approval_is_a_decision_or_an_input_error(approval: Any, key: Any) -> None:
+    line = json.dumps({"key": key, "approval": approval})
+    try:
+        parsed = parse_line(line, "key")
+    except InputError:
+        return
+    assert isinstance(parsed, tuple)
+    found_key, found = parsed
+    canonical = decision_line(found, found_key)
+    assert is_decision_line(canonical) and read_decision_line(canonical) == found
+    assert parse_line(
+        json.dumps({"key": key, "approval": json.loads(canonical)["approval"]}), "key"
+    )
+
+
+def test_hostile_decisions_are_input_errors_naming_the_rule() -> None:
+    huge = json.dumps({"key": "k", "approval": {"call_id": "x" * 300, "decision": "approve"}})
+    deep = '{"key": "k", "approval": {"call_id": "x", "decision": "approve", "arguments": ' + (
+        '{"a": ' * 100 + "1" + "}" * 100 + "}}"
+    )
+    for line, rule in [
+        (huge, "call_id"),
+        (deep, "deeper than"),
+        ('{"key": "k", "approval": {"call_id": "x", "decision": "approve", "by": NaN}}', "NaN"),
+        ('{"key": "k", "approval": {"call_id": "\\ud800", "decision": "approve"}}', "surrogate"),
+    ]:
+        with pytest.raises(InputError, match=rule):
+            parse_line(line, "key")
