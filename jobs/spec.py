@@ -39,6 +39,7 @@ from streamagents.jobs._yaml_source import (
     load_yaml,
 )
 from streamagents.operators.agent.config import (
+    ApprovalTimeout,
     Budgets,
     InputLimits,
     MemoryConfig,
@@ -225,14 +226,7 @@ class AgentSpec(_SpecModel):
         description='Tools by import path, "package.module:function", or as '
         "{ref: ..., approval: required | none, approval_timeout_s: ...}.",
     )
-    approval_timeout_s: float = Field(
-        default=86400.0,
-        gt=0,
-        le=_YEAR_S,
-        allow_inf_nan=False,
-        description="How long a tool call that needs approval waits for its decision, unless "
-        "its tool says otherwise; then it is rejected as timed out.",
-    )
+    approval_timeout_s: ApprovalTimeout = 86400.0
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Per-key memory.")
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")

@@ -145,6 +145,18 @@ class InputLimits(BaseModel):
 _YEAR_S = 365 * 24 * 3600.0
 """Longest wait a config may give (timers take whole milliseconds)."""
 
+ApprovalTimeout = Annotated[
+    float,
+    Field(
+        gt=0,
+        le=_YEAR_S,
+        allow_inf_nan=False,
+        description="How long a tool call that needs approval waits for its decision, unless "
+        "its tool says otherwise; then it is rejected as timed out.",
+    ),
+]
+"""The default wait for a decision on a tool call (`approval_timeout_s`)."""
+
 WaitingInputs = Annotated[
     int,
     Field(
@@ -199,14 +211,7 @@ class AgentConfig(BaseModel):
         default_factory=list,
         description='Tools: import paths, "package.module:function", or `ToolRef`s.',
     )
-    approval_timeout_s: float = Field(
-        default=86400.0,
-        gt=0,
-        le=_YEAR_S,
-        allow_inf_nan=False,
-        description="How long a tool call that needs approval waits for its decision, unless "
-        "its tool says otherwise; then it is rejected as timed out.",
-    )
+    approval_timeout_s: ApprovalTimeout = 86400.0
     key_field: str = Field(default="key", description="Dotted path of the key in an input.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
     max_waiting_inputs: WaitingInputs = 256
