@@ -16,6 +16,13 @@ waits for that key's calls, re-arming at increasing timestamps until the key is 
 After a restore a run without a live call has its pending action performed again (calls
 are at-least-once; state and outputs are exactly-once with a transactional sink).
 
+A run waiting for a person's decision on a tool call is parked: its state stays in keyed
+state with a processing-time timer at its earliest approval deadline, and it has no call
+on the loop (no slot, no thread). A decision (a canonical decision line from the parse
+step) is applied at once, never queued; the key's later inputs wait in its queue. At the
+end of a bounded input a parked run ends with an `ApprovalPending` dead letter. See
+docs/approvals.md.
+
 With a memory TTL, a run that ends sets a processing-time cleanup timer at its history's
 expiry (the due time is kept in keyed state); when it fires on an idle key whose history
 has expired, the history leaves state. Flink's own state TTL is not used: building its
