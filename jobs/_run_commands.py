@@ -123,9 +123,14 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"  source     {source}")
     print(f"  key        {spec.key}")
     print(f"  model      {_describe_model(loaded)}")
-    print(f"  tools      {', '.join(spec.agent.tools) or 'none'}")
+    tools = [
+        t.ref + (" (approval required)" * (t.approval == "required")) for t in spec.agent.tools
+    ]
+    print(f"  tools      {', '.join(tools) or 'none'}")
     print(f"  outputs    {spec.sinks.outputs.describe()}")
     print(f"  dead       {spec.sinks.dead_letters.describe()}")
+    if spec.sinks.approval_requests is not None:
+        print(f"  approvals  requests to {spec.sinks.approval_requests.describe()}")
     if spec.event_log is not None:
         print(f"  event log  {spec.event_log.describe()} ({spec.event_log.level})")
     return 0

@@ -25,7 +25,14 @@ from streamagents.connectors.kafka import (
     kafka_source,
 )
 from streamagents.jobs._eventlog_topic import MESSAGE_TYPE, EventMessages
-from streamagents.jobs.spec import JobSpec, KafkaSinkSpec, LoadedSpec, SinkSpec, kafka_parts
+from streamagents.jobs.spec import (
+    JobSpec,
+    KafkaSinkSpec,
+    LoadedSpec,
+    SinkSpec,
+    SourceSpec,
+    kafka_parts,
+)
 from streamagents.operators.agent import AgentConfig, AgentRuntime, ModelSpec
 from streamagents.operators.flink import (
     BACKLOG_SETTINGS,
@@ -36,6 +43,8 @@ from streamagents.operators.flink import (
 )
 
 __all__ = [
+    "APPROVALS_NAME",
+    "APPROVAL_REQUESTS_NAME",
     "DEAD_LETTERS_NAME",
     "EVENT_LOG_NAME",
     "OUTPUTS_NAME",
@@ -50,6 +59,8 @@ SOURCE_NAME = "source"
 OUTPUTS_NAME = "outputs"
 DEAD_LETTERS_NAME = "dead-letters"
 EVENT_LOG_NAME = "event-log"
+APPROVALS_NAME = "approvals"
+APPROVAL_REQUESTS_NAME = "approval-requests"
 
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
@@ -100,6 +111,7 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
         model=model,
         system_prompt=agent.system_prompt,
         tools=list(agent.tools),
+        approval_timeout_s=agent.approval_timeout_s,
         key_field=spec.key,
         max_in_flight=agent.max_in_flight,
         max_waiting_inputs=agent.max_waiting_inputs,
@@ -135,15 +147,28 @@ def bounded_input(spec: JobSpec) -> bool:
     return files is not None and files.watch_interval_s is None
 
 
-def _source(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
-    files, kafka = spec.source.files, spec.source.kafka
+def _source(
+    env: StreamExecutionEnvironment, source: SourceSpec, name: str = SOURCE_NAME
+) -> DataStream:
+    files, kafka = source.files, source.kafka
     if files is not None:
-        return jsonl_source(
-            env, files.path, watch_interval_s=files.watch_interval_s, name=SOURCE_NAME
-        )
+        return jsonl_source(env, files.path, watch_interval_s=files.watch_interval_s, name=name)
     assert kafka is not None  # SourceSpec guarantees exactly one
     settings = kafka.model_dump(exclude={"connector_jar"})
-    return kafka_source(env, **settings, name=SOURCE_NAME)
+    return kafka_source(env, **settings, name=name)
+
+
+def _inputs(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
+    """The job's input lines: the source, and the approvals source (decisions) if any.
+
+    A local folder of decision files is created when missing: it starts empty, an inbox."""
+    lines = _source(env, spec.source)
+    if spec.approvals is None:
+        return lines
+    files = spec.approvals.files
+    if files is not None and not _SCHEME.match(files.path) and not Path(files.path).exists():
+        Path(files.path).mkdir(parents=True)
+    return lines.union(_source(env, spec.approvals, APPROVALS_NAME))
 
 
 def _kafka_topic(kafka: KafkaSinkSpec, spec: JobSpec, name: str) -> KafkaTopic:
@@ -190,7 +215,7 @@ def build_job(
         writer = event_log_writer(event_log.path, level=event_log.level, **rolling)
     config = agent_config(loaded, model)
     streams = agent_stream(
-        _source(env, spec),
+        _inputs(env, spec),
         config,
         runtime_factory,
         event_log=writer,
@@ -204,6 +229,14 @@ def build_job(
         prefix="dead-letters",
         name=DEAD_LETTERS_NAME,
     )
+    if spec.sinks.approval_requests is not None:
+        _sink(
+            streams.approval_requests,
+            spec,
+            spec.sinks.approval_requests,
+            prefix="approval-requests",
+            name=APPROVAL_REQUESTS_NAME,
+        )
     if event_log is None or event_log.kafka is None or event_log.level == "off":
         return
     messages = streams.events.map(EventMessages(event_log.level), output_type=MESSAGE_TYPE)

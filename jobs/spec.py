@@ -40,11 +40,13 @@ from streamagents.jobs._yaml_source import (
     load_yaml,
 )
 from streamagents.operators.agent.config import (
+    ApprovalTimeout,
     Budgets,
     BuiltinTools,
     ContextCacheConfig,
     InputLimits,
     MemoryConfig,
+    ToolRef,
     WaitingInputs,
     gemini_extras_problem,
 )
@@ -205,6 +207,15 @@ def _one_or_many(value: Any) -> Any:
     return [value] if isinstance(value, Mapping) else value
 
 
+_YEAR_S = 365 * 24 * 3600.0
+"""Longest checkpoint interval, timeout or approval wait a spec may give (whole ms)."""
+
+
+def _tool_entry(value: Any) -> Any:
+    """A tool given as its bare import path means `{ref: path}`."""
+    return {"ref": value} if isinstance(value, str) else value
+
+
 class AgentSpec(_SpecModel):
     """The agent run for each input: model, prompt, tools, memory, budgets, concurrency."""
 
@@ -214,9 +225,12 @@ class AgentSpec(_SpecModel):
         "are all set is used.",
     )
     system_prompt: str = Field(default="", description="System instruction of every run.")
-    tools: list[Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]] = Field(
-        default_factory=list, description='Tools by import path, "package.module:function".'
+    tools: list[Annotated[ToolRef, BeforeValidator(_tool_entry)]] = Field(
+        default_factory=list,
+        description='Tools by import path, "package.module:function", or as '
+        "{ref: ..., approval: required | none, approval_timeout_s: ...}.",
     )
+    approval_timeout_s: ApprovalTimeout = 86400.0
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Per-key memory.")
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
@@ -342,14 +356,15 @@ class SinkSpec(_SpecModel):
 
 
 class SinksSpec(_SpecModel):
-    """Where answers and dead letters go."""
+    """Where answers, dead letters and approval requests go."""
 
     outputs: SinkSpec = Field(description="One JSON record per finished run.")
     dead_letters: SinkSpec = Field(description="One JSON record per rejected input.")
-
-
-_YEAR_S = 365 * 24 * 3600.0
-"""Longest checkpoint interval or timeout a spec may give: Flink takes them as whole ms."""
+    approval_requests: SinkSpec | None = Field(
+        default=None,
+        description="One JSON record per tool call that waits for a person's decision; "
+        "required when a tool needs approval.",
+    )
 
 
 class CheckpointSpec(_SpecModel):
@@ -398,6 +413,22 @@ class JobSpec(_SpecModel):
     checkpointing: CheckpointSpec = Field(
         default_factory=CheckpointSpec, description="Checkpoint interval, directory, backend."
     )
+    approvals: SourceSpec | None = Field(
+        default=None,
+        description="A second source of decisions on parked tool calls, keyed like the input "
+        "(decisions may also come on the input itself).",
+    )
+
+    @model_validator(mode="after")
+    def _approvals_have_a_sink(self) -> JobSpec:
+        required = [entry.ref for entry in self.agent.tools if entry.approval == "required"]
+        if self.sinks.approval_requests is None and (required or self.approvals is not None):
+            what = f"tool {required[0]!r} needs approval" if required else "approvals is set"
+            raise ValueError(
+                f"{what}, but sinks.approval_requests is not set: without it nobody learns "
+                "which calls wait for a decision"
+            )
+        return self
 
 
 @dataclass(frozen=True)
@@ -499,10 +530,24 @@ def check_runnable(loaded: LoadedSpec) -> None:
         )
     for index, target in enumerate(loaded.spec.agent.tools):
         try:
-            load_tool(target)
+            found = load_tool(target.ref)
         except Exception as exc:
             line = loaded.source.source_map.line_of(("agent", "tools", index))
             problems.append(SpecProblem(line, f"agent.tools[{index}]", str(exc)))
+            continue
+        declared = (
+            found.requires_approval if target.approval is None else target.approval == "required"
+        )
+        if declared and loaded.spec.sinks.approval_requests is None:
+            line = loaded.source.source_map.line_of(("agent", "tools", index))
+            problems.append(
+                SpecProblem(
+                    line,
+                    f"agent.tools[{index}]",
+                    f"tool {found.name!r} declares that its calls need approval, but "
+                    "sinks.approval_requests is not set",
+                )
+            )
     problems += _kafka_problems(loaded)
     if problems:
         raise SpecError(str(loaded.path), _redacted(problems, loaded.source))
@@ -513,10 +558,12 @@ def kafka_parts(spec: JobSpec) -> dict[FieldPath, KafkaSourceSpec | KafkaSinkSpe
     parts: dict[FieldPath, KafkaSourceSpec | KafkaSinkSpec] = {}
     if spec.source.kafka is not None:
         parts["source", "kafka"] = spec.source.kafka
-    for name in ("outputs", "dead_letters"):
-        sink = getattr(spec.sinks, name).kafka
-        if sink is not None:
-            parts["sinks", name, "kafka"] = sink
+    if spec.approvals is not None and spec.approvals.kafka is not None:
+        parts["approvals", "kafka"] = spec.approvals.kafka
+    for name in ("outputs", "dead_letters", "approval_requests"):
+        sink = getattr(spec.sinks, name)
+        if sink is not None and sink.kafka is not None:
+            parts["sinks", name, "kafka"] = sink.kafka
     if spec.event_log is not None and spec.event_log.kafka is not None:
         parts["event_log", "kafka"] = spec.event_log.kafka
     return parts

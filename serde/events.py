@@ -48,6 +48,9 @@ class EventType(str, Enum):
     BUDGET_EXCEEDED = "budget_exceeded"
     SERVER_TOOL = "server_tool"
     CONTEXT_CACHE = "context_cache"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
+    APPROVAL_EXPIRED = "approval_expired"
 
 
 def _refuse_inline_media(messages: list[ChatMessage], field: str) -> list[ChatMessage]:

@@ -3,7 +3,8 @@
 This is not a model and never pretends to be one. It is a `LoopbackStubServer` responder
 that answers `generateContent` requests the way the Gemini API would, from rules: on a
 ticket it calls `lookup_order` for each order number and `fetch_attachment` for each file
-name in the text; once the tool results are back it writes an answer that says what it
+name in the text, and `refund` (when the agent has it) for a ticket asking for a refund of
+an amount in euros; once the tool results are back it writes an answer that says what it
 saw (order status, media types and sizes). Every answer starts with `DEMO_PREFIX`. It lets
 the example run end to end — real google-genai SDK, real adapter, real operator, real
 tools — on a machine without an API key.
@@ -25,6 +26,7 @@ DEMO_PREFIX = "[DEMO MODEL - scripted test double on 127.0.0.1, not an LLM]"
 
 _ORDER = re.compile(r"\bO-\d{4}\b")
 _FILE = re.compile(r"\b[\w-]+\.(?:png|jpe?g|pdf)\b", re.IGNORECASE)
+_REFUND = re.compile(r"\brefund\b.*?(\d+(?:\.\d+)?) ?(?:EUR|euros?)", re.IGNORECASE)
 _SIGNATURE = base64.b64encode(b"demo-thought-signature").decode("ascii")
 
 
@@ -70,11 +72,15 @@ def _reply(parts: list[dict[str, Any]], body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool_calls(text: str, tools: set[str]) -> list[dict[str, Any]]:
-    calls: list[tuple[str, dict[str, str]]] = []
+    calls: list[tuple[str, dict[str, Any]]] = []
     if "lookup_order" in tools:
         calls += [("lookup_order", {"order_id": o}) for o in dict.fromkeys(_ORDER.findall(text))]
     if "fetch_attachment" in tools:
         calls += [("fetch_attachment", {"name": f}) for f in dict.fromkeys(_FILE.findall(text))]
+    refund = _REFUND.search(text)
+    orders = _ORDER.findall(text)
+    if "refund" in tools and refund is not None and orders:
+        calls.append(("refund", {"order_id": orders[0], "amount_eur": float(refund.group(1))}))
     return [
         {
             "functionCall": {"id": f"demo-call-{i}", "name": name, "args": args},
@@ -100,6 +106,12 @@ def _describe_result(name: str, response: dict[str, Any]) -> str:
         return f"order {order} is {payload.get('status', 'in an unknown state')}"
     if name == "fetch_attachment":
         return "the attachment was fetched"
+    if name == "refund":
+        if isinstance(payload, dict) and payload.get("refunded"):
+            return f"{payload.get('amount_eur')} EUR refunded on {payload.get('order_id')}"
+        if isinstance(payload, dict):
+            return f"no new refund on {payload.get('order_id')} (already refunded)"
+        return f"the refund was not made: {payload}"
     return f"{name} answered"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,6 +24,7 @@ __all__ = [
     "InputLimits",
     "MemoryConfig",
     "ModelSpec",
+    "ToolRef",
     "gemini_extras_problem",
     "redact_options",
 ]
@@ -206,6 +207,21 @@ def gemini_extras_problem(
     return None
 
 
+_YEAR_S = 365 * 24 * 3600.0
+"""Longest wait a config may give (timers take whole milliseconds)."""
+
+ApprovalTimeout = Annotated[
+    float,
+    Field(
+        gt=0,
+        le=_YEAR_S,
+        allow_inf_nan=False,
+        description="How long a tool call that needs approval waits for its decision, unless "
+        "its tool says otherwise; then it is rejected as timed out.",
+    ),
+]
+"""The default wait for a decision on a tool call (`approval_timeout_s`)."""
+
 WaitingInputs = Annotated[
     int,
     Field(
@@ -219,6 +235,35 @@ WaitingInputs = Annotated[
 """The bound on inputs waiting in a subtask's keyed state (`max_waiting_inputs`)."""
 
 
+class ToolRef(BaseModel):
+    """A tool by import path, with whether its calls need a person's approval."""
+
+    model_config = _MODEL_CONFIG
+
+    ref: str = Field(
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
+        description='Import path, "package.module:function".',
+    )
+    approval: Literal["required", "none"] | None = Field(
+        default=None,
+        description="required: every call waits for a decision; none: no call does; "
+        "unset: as the tool itself declares (`@tool(requires_approval=...)`).",
+    )
+    approval_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=_YEAR_S,
+        allow_inf_nan=False,
+        description="How long a call waits for its decision; unset: the agent's.",
+    )
+
+    @model_validator(mode="after")
+    def _timeout_needs_approval(self) -> ToolRef:
+        if self.approval == "none" and self.approval_timeout_s is not None:
+            raise ValueError("approval_timeout_s applies only to a tool whose calls need approval")
+        return self
+
+
 class AgentConfig(BaseModel):
     """Everything the agent runtime needs to run one agent per key."""
 
@@ -227,9 +272,11 @@ class AgentConfig(BaseModel):
     job_id: str = Field(default="streamagents", description="Job name written into events.")
     model: ModelSpec = Field(description="The chat model.")
     system_prompt: str = Field(default="", description="System instruction of every request.")
-    tools: list[str] = Field(
-        default_factory=list, description='Tool import paths, "package.module:function".'
+    tools: list[str | ToolRef] = Field(
+        default_factory=list,
+        description='Tools: import paths, "package.module:function", or `ToolRef`s.',
     )
+    approval_timeout_s: ApprovalTimeout = 86400.0
     key_field: str = Field(default="key", description="Dotted path of the key in an input.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
     max_waiting_inputs: WaitingInputs = 256

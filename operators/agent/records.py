@@ -28,6 +28,8 @@ __all__ = [
     "InputError",
     "InputRecord",
     "dead_letter_record",
+    "decode_line",
+    "key_of",
     "numbered",
     "offload_input",
     "parse_input",
@@ -206,16 +208,16 @@ def _too_deep(max_depth: int) -> str:
     return f"input nests deeper than {max_depth} levels (max_depth)"
 
 
-def parse_input(raw: str, key_field: str, limits: InputLimits | None = None) -> InputRecord:
-    """Parse one input line; raises `InputError` naming the broken rule (never the payload).
+def decode_line(raw: str, limits: InputLimits | None = None) -> tuple[Any, int]:
+    """The JSON value of an input line and its UTF-8 size, checked against `limits` and
+    strict JSON; raises `InputError` naming the broken rule."""
+    return _load(raw, limits or _DEFAULT_LIMITS)
 
-    `limits` bound the line (defaults: `InputLimits()`); the line must be strict JSON:
-    no NaN or infinite numbers, no lone surrogates.
-    """
+
+def key_of(obj: dict[str, Any], key_field: str, limits: InputLimits | None = None) -> str:
+    """The key of a decoded input object as text; raises `InputError` when it is missing,
+    not a string or number, or longer than `limits.max_key_chars`."""
     limits = limits or _DEFAULT_LIMITS
-    obj, size = _load(raw, limits)
-    if not isinstance(obj, dict):
-        raise InputError(f"input must be a JSON object, not {type(obj).__name__}", "InvalidJson")
     key = _lookup(obj, key_field)
     if isinstance(key, bool) or not isinstance(key, str | int | float):
         raise InputError(
@@ -229,6 +231,27 @@ def parse_input(raw: str, key_field: str, limits: InputLimits | None = None) -> 
             f"max_key_chars={limits.max_key_chars}",
             "InvalidKey",
         )
+    return key_text
+
+
+def parse_input(
+    raw: str,
+    key_field: str,
+    limits: InputLimits | None = None,
+    *,
+    decoded: tuple[Any, int] | None = None,
+) -> InputRecord:
+    """Parse one input line; raises `InputError` naming the broken rule (never the payload).
+
+    `limits` bound the line (defaults: `InputLimits()`); the line must be strict JSON:
+    no NaN or infinite numbers, no lone surrogates. `decoded` is what `decode_line` gave
+    for this line, when the caller has it already.
+    """
+    limits = limits or _DEFAULT_LIMITS
+    obj, size = decoded if decoded is not None else _load(raw, limits)
+    if not isinstance(obj, dict):
+        raise InputError(f"input must be a JSON object, not {type(obj).__name__}", "InvalidJson")
+    key_text = key_of(obj, key_field, limits)
     record_id = obj.get("id")
     id_given = record_id is not None
     if not id_given:

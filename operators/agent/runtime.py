@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
@@ -32,7 +33,8 @@ from streamagents.connectors.providers import ChatModel, create_model
 from streamagents.connectors.providers.gemini import ContextCacheSettings
 from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.operators.agent._run_events import event_id_for, make_event
-from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.approvals import ApprovalDecision, PendingApproval
+from streamagents.operators.agent.config import AgentConfig, ToolRef
 from streamagents.operators.agent.documents import documents_message
 from streamagents.operators.agent.memory import history_expired, trim_history
 from streamagents.operators.agent.records import (
@@ -42,7 +44,7 @@ from streamagents.operators.agent.records import (
     dead_letter_record,
     parse_input,
 )
-from streamagents.operators.agent.tools import ToolRegistry
+from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
 from streamagents.serde.safe_text import clip
@@ -76,18 +78,42 @@ class ModelAction(BaseModel):
 
 
 class ToolAction(BaseModel):
-    """Pending work: the tool calls of one model turn, to run concurrently."""
+    """Pending work: the tool calls of one model turn, to run concurrently.
+
+    Calls that need approval wait (`approvals`) until decided; the others run at once.
+    Results land in `done` as they come; the turn ends when every call has one."""
 
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["tools"] = "tools"
     calls: list[ToolCall] = Field(description="The calls, in the model's order.")
     request_event_ids: list[str] = Field(description="The tool_request event of each call.")
+    approvals: list[PendingApproval] = Field(
+        default_factory=list, description="The calls that need a decision, and their state."
+    )
+    done: dict[str, ChatMessage] = Field(
+        default_factory=dict, description="Results already in, by call id."
+    )
 
     @property
     def request_event_id(self) -> str:
         """The first call's request event (identifies this action)."""
         return self.request_event_ids[0]
+
+    def approval(self, call_id: str) -> PendingApproval | None:
+        """The approval entry of a call, if it needs one."""
+        return next((a for a in self.approvals if a.call_id == call_id), None)
+
+    @property
+    def runnable_calls(self) -> list[ToolCall]:
+        """Calls without a result that may run now: no approval needed, or approved."""
+        blocked = {a.tool_call_id for a in self.approvals if a.status != "approved"}
+        return [c for c in self.calls if c.id not in self.done and c.id not in blocked]
+
+    @property
+    def waiting(self) -> list[PendingApproval]:
+        """Approvals still waiting for a decision."""
+        return [a for a in self.approvals if a.status == "waiting"]
 
 
 PendingAction = Annotated[ModelAction | ToolAction, Field(discriminator="kind")]
@@ -117,6 +143,10 @@ class RunState(BaseModel):
         "the next model call continues it.",
     )
     pending: PendingAction
+    parked_ms: int = Field(
+        default=0, description="Time spent parked for approvals (not counted by run_timeout_s)."
+    )
+    parked_since_ms: int | None = Field(default=None, description="When it parked, if it is.")
     attributes: dict[str, Any] = Field(default_factory=dict, description="Passed to the output.")
     raw: str | None = Field(default=None, description="The raw input line when it is small.")
     raw_ref: MediaRef | None = Field(default=None, description="The raw input, in the store.")
@@ -126,6 +156,26 @@ class RunState(BaseModel):
         """Input plus output tokens so far."""
         return self.input_tokens + self.output_tokens
 
+    @property
+    def timeout_base_ms(self) -> int:
+        """When the run's `run_timeout_s` started counting: its start, moved on by the time
+        it spent parked."""
+        return self.started_ms + self.parked_ms
+
+    @property
+    def parked(self) -> bool:
+        """Whether the run waits for decisions only, with nothing to perform meanwhile."""
+        pending = self.pending
+        return isinstance(pending, ToolAction) and not pending.runnable_calls
+
+    @property
+    def next_deadline_ms(self) -> int | None:
+        """The earliest deadline of the approvals still waiting, if any."""
+        pending = self.pending
+        if not isinstance(pending, ToolAction) or not pending.waiting:
+            return None
+        return min(a.deadline_ms for a in pending.waiting)
+
 
 class Outcome(BaseModel):
     """What `perform` did: a model response, tool results, or an error; JSON-serialisable."""
@@ -134,6 +184,9 @@ class Outcome(BaseModel):
 
     kind: Literal["model", "tools"]
     action_id: str = Field(description="request_event_id of the action performed.")
+    call_ids: list[str] = Field(
+        default_factory=list, description="The tool calls performed (empty: all of the turn)."
+    )
     response: ChatResponse | None = None
     results: list[ChatMessage] = Field(default_factory=list, description="Tool results, in order.")
     error: ErrorInfo | None = None
@@ -157,11 +210,34 @@ class Step(BaseModel):
     stale: bool = Field(
         default=False, description="The outcome was for another action and was ignored."
     )
+    approval_requests: list[str] = Field(
+        default_factory=list, description="Approval request records (JSON) to emit."
+    )
+    settled: dict[str, str] = Field(
+        default_factory=dict,
+        description="Approvals settled by this step: call id -> the decision's fingerprint, "
+        "or `expired`; the engine remembers them to tell duplicates from stale decisions.",
+    )
+    duplicate: bool = Field(
+        default=False, description="A decision already applied came again and was ignored."
+    )
 
     @property
     def finished(self) -> bool:
         """Whether the run ended with this step."""
         return self.state is None
+
+
+def _call_of(pending: ToolAction, call_id: str) -> ToolCall:
+    return next(c for c in pending.calls if c.id == call_id)
+
+
+def _outcome_fits(pending: PendingAction, outcome: Outcome) -> bool:
+    """Whether a tools outcome is for calls that may run now and have no result yet."""
+    if not isinstance(pending, ToolAction) or not outcome.call_ids:
+        return True
+    runnable = {call.id for call in pending.runnable_calls}
+    return set(outcome.call_ids) <= runnable
 
 
 class _Run:
@@ -200,7 +276,24 @@ class _Run:
         return event_id
 
     def snapshot(self, pending: ModelAction | ToolAction) -> RunState:
-        return self.state.model_copy(update={**self.data, "pending": pending})
+        state = self.state.model_copy(update={**self.data, "pending": pending})
+        since = state.parked_since_ms
+        if state.parked and since is None:
+            return state.model_copy(update={"parked_since_ms": self.now_ms})
+        if not state.parked and since is not None:
+            parked = state.parked_ms + max(0, self.now_ms - since)
+            return state.model_copy(update={"parked_ms": parked, "parked_since_ms": None})
+        return state
+
+
+def _declared_tool(entry: str | ToolRef) -> Tool:
+    """The tool an entry of `AgentConfig.tools` names, with the approval rule it sets."""
+    if isinstance(entry, str):
+        return load_tool(entry)
+    rule = None if entry.approval is None else entry.approval == "required"
+    return Tool.from_function(
+        load_tool(entry.ref), requires_approval=rule, approval_timeout_s=entry.approval_timeout_s
+    )
 
 
 class AgentRuntime:
@@ -234,8 +327,8 @@ class AgentRuntime:
                 display_name=f"streamagents {config.job_id}"[:128],
             )
         model = create_model(spec.provider, spec.model, media_store=store, **options)
-        tools = ToolRegistry.from_paths(
-            config.tools,
+        tools = ToolRegistry(
+            [_declared_tool(entry) for entry in config.tools],
             timeout_s=config.tool_timeout_s,
             max_workers=config.max_in_flight,  # every run in flight may be in a sync tool
             max_result_bytes=config.max_tool_result_bytes,
@@ -367,7 +460,7 @@ class AgentRuntime:
         `Outcome.error`. Changes nothing, so it may be issued again for the same state."""
         pending = state.pending
         started = time.monotonic()
-        deadline_ms = state.started_ms + self.config.budgets.run_timeout_s * 1000
+        deadline_ms = state.timeout_base_ms + self.config.budgets.run_timeout_s * 1000
         remaining_s = (deadline_ms - self.clock_ms()) / 1000
         model_turn = isinstance(pending, ModelAction)
         outcome: dict[str, Any] = {
@@ -382,7 +475,9 @@ class AgentRuntime:
             if isinstance(pending, ModelAction):
                 work = self._call_model(state, history)
             else:
-                work = self._run_tools(pending.calls)
+                runnable = pending.runnable_calls
+                outcome["call_ids"] = [call.id for call in runnable]
+                work = self._run_tools(runnable)
             value, raised = await asyncio.wait_for(result_or_error(work), remaining_s)
         except asyncio.TimeoutError:
             outcome["error"] = ErrorInfo(type="RunTimeout", message="the run deadline passed")
@@ -436,12 +531,13 @@ class AgentRuntime:
         if (
             outcome.action_id != state.pending.request_event_id
             or outcome.kind != state.pending.kind
+            or not _outcome_fits(state.pending, outcome)
         ):
             return Step(state=state, stale=True)
         run = _Run(self, state, now_ms)
         if outcome.error is not None and outcome.error.type == "RunTimeout":
             return self._fail(run, self._timeout_error(), dead_letter=False)
-        if now_ms - state.started_ms >= self.config.budgets.run_timeout_s * 1000:
+        if now_ms - state.timeout_base_ms >= self.config.budgets.run_timeout_s * 1000:
             return self._fail(run, self._timeout_error(), dead_letter=False)
         if isinstance(state.pending, ModelAction):
             return self._after_model(run, state.pending, outcome, history or [])
@@ -524,8 +620,49 @@ class AgentRuntime:
             run.emit("tool_request", upstream=response_id, tool_calls=[call])
             for call in message.tool_calls
         ]
-        action = ToolAction(calls=list(message.tool_calls), request_event_ids=request_ids)
-        return Step(state=run.snapshot(action), events=run.events)
+        approvals: list[PendingApproval] = []
+        requests: list[str] = []
+        for call, request_id in zip(message.tool_calls, request_ids, strict=True):
+            found = self.tools.get(call.name)
+            if found is None or not found.needs_approval(call.arguments):
+                continue
+            timeout_s = found.approval_timeout_s or self.config.approval_timeout_s
+            approval = PendingApproval(
+                call_id=request_id,
+                tool_call_id=call.id,
+                tool=call.name,
+                requested_ms=run.now_ms,
+                deadline_ms=run.now_ms + math.ceil(timeout_s * 1000),
+            )
+            approvals.append(approval)
+            run.emit(
+                "approval_requested",
+                upstream=request_id,
+                tool_calls=[call],
+                attributes={"call_id": request_id, "deadline_ms": str(approval.deadline_ms)},
+            )
+            requests.append(self._approval_request(run, call, approval))
+        action = ToolAction(
+            calls=list(message.tool_calls), request_event_ids=request_ids, approvals=approvals
+        )
+        return Step(state=run.snapshot(action), events=run.events, approval_requests=requests)
+
+    def _approval_request(self, run: _Run, call: ToolCall, approval: PendingApproval) -> str:
+        """The approval request record of a call: what a person needs to decide on it."""
+        said = [m.content for m in run.data["messages"] if m.role == "assistant" and m.content]
+        record = {
+            "call_id": approval.call_id,
+            "tool_call_id": call.id,
+            "run_id": run.data["run_id"],
+            "input_id": run.data["input_id"],
+            "key": run.data["key"],
+            "tool": call.name,
+            "arguments": call.arguments,
+            "text": "\n".join(said),
+            "requested_ms": approval.requested_ms,
+            "deadline_ms": approval.deadline_ms,
+        }
+        return json.dumps(record, ensure_ascii=False)
 
     @staticmethod
     def _response_facts(response: ChatResponse, fallback: str | None) -> dict[str, str]:
@@ -538,25 +675,55 @@ class AgentRuntime:
         return facts
 
     def _after_tools(self, run: _Run, pending: ToolAction, outcome: Outcome) -> Step:
-        data = run.data
-        if outcome.error is not None or len(outcome.results) != len(pending.calls):
+        call_ids = outcome.call_ids or [call.id for call in pending.calls]
+        if outcome.error is not None or len(outcome.results) != len(call_ids):
             error = outcome.error or ErrorInfo(
                 type="ToolRunError",
-                message=f"{len(outcome.results)} results for {len(pending.calls)} tool calls",
+                message=f"{len(outcome.results)} results for {len(call_ids)} tool calls",
             )
             return self._fail(run, error, dead_letter=True)
+        results = dict(zip(call_ids, outcome.results, strict=True))
+        return self._land(run, pending, results, outcome.latency_ms)
+
+    def _land(
+        self,
+        run: _Run,
+        pending: ToolAction,
+        results: dict[str, ChatMessage],
+        latency_ms: float | None,
+        approvals: list[PendingApproval] | None = None,
+        settled: dict[str, str] | None = None,
+    ) -> Step:
+        """Log results that came in; end the turn when every call has one, else wait on."""
+        done = {**pending.done, **results}
+        for call, request_id in zip(pending.calls, pending.request_event_ids, strict=True):
+            if call.id in results:
+                run.emit(
+                    "tool_response",
+                    upstream=request_id,
+                    tool_results=[results[call.id]],
+                    latency_ms=latency_ms,
+                )
+        action = pending.model_copy(
+            update={
+                "done": done,
+                "approvals": pending.approvals if approvals is None else approvals,
+            }
+        )
+        if len(done) < len(pending.calls):
+            return Step(state=run.snapshot(action), events=run.events, settled=settled or {})
+        step = self._turn_done(run, action)
+        return step.model_copy(update={"settled": settled or {}})
+
+    def _turn_done(self, run: _Run, pending: ToolAction) -> Step:
+        """Every call of the turn has its result: add them in the model's order, go on."""
+        data = run.data
         data["tool_calls"] += len(pending.calls)
         unknown = [call.name for call in pending.calls if call.name not in self.tools]
         data["unknown_tool_calls"] += len(unknown)
-        last = ""
-        for request_id, result in zip(pending.request_event_ids, outcome.results, strict=True):
-            data["messages"].append(result)
-            last = run.emit(
-                "tool_response",
-                upstream=request_id,
-                tool_results=[result],
-                latency_ms=outcome.latency_ms,
-            )
+        for call in pending.calls:
+            data["messages"].append(pending.done[call.id])
+        last = run.data["last_event_id"]
         budgets = self.config.budgets
         if data["unknown_tool_calls"] > budgets.max_unknown_tool_calls:
             names = ", ".join(repr(n) for n in unknown)
@@ -572,6 +739,151 @@ class AgentRuntime:
         return Step(state=run.snapshot(ModelAction(request_event_id=request_id)), events=run.events)
 
     # -- endings ---------------------------------------------------------------------------
+
+    # -- approvals -------------------------------------------------------------------------
+
+    def decide(
+        self,
+        state: RunState | None,
+        decision: ApprovalDecision,
+        now_ms: int,
+        settled: str | None = None,
+        key: str | None = None,
+    ) -> Step:
+        """Apply a person's decision on a parked call of the key's run (`state`, None when
+        the key has none). `settled` is what the engine remembers of the call from an
+        earlier run: its decision's fingerprint, or `expired`; `key` names the key in a
+        dead letter when there is no run.
+
+        Approve: the call may run, with the decision's arguments if it edited them.
+        Reject: its result is an error saying so, with the comment. A decision for an
+        unknown, expired or otherwise decided call is a dead letter saying which; the same
+        decision again is ignored (`Step.duplicate`)."""
+        pending = state.pending if state is not None else None
+        entry = pending.approval(decision.call_id) if isinstance(pending, ToolAction) else None
+        if entry is None or entry.status != "waiting":
+            before = settled if entry is None else (entry.fingerprint or entry.status)
+            return self._refused(state, decision, before, key)
+        assert state is not None and isinstance(pending, ToolAction)
+        run = _Run(self, state, now_ms)
+        call = _call_of(pending, entry.tool_call_id)
+        upstream = pending.request_event_ids[pending.calls.index(call)]
+        approved = decision.decision == "approve"
+        edited = (
+            approved and decision.arguments is not None and decision.arguments != call.arguments
+        )
+        if edited:
+            call = call.model_copy(update={"arguments": decision.arguments})
+        run.emit(
+            "approval_decided",
+            upstream=upstream,
+            tool_calls=[call],
+            attributes={
+                "call_id": entry.call_id,
+                "decision": decision.decision,
+                "by": clip(decision.by, 256),
+                "comment": clip(decision.comment),
+                "edited_arguments": "true" if edited else "false",
+            },
+        )
+        fingerprint = decision.fingerprint()
+        entry = entry.model_copy(
+            update={"status": "approved" if approved else "rejected", "fingerprint": fingerprint}
+        )
+        approvals = [entry if a.call_id == entry.call_id else a for a in pending.approvals]
+        settled_now = {entry.call_id: fingerprint}
+        if approved:
+            calls = [call if c.id == call.id else c for c in pending.calls]
+            action = pending.model_copy(update={"calls": calls, "approvals": approvals})
+            return Step(state=run.snapshot(action), events=run.events, settled=settled_now)
+        who = f" by {decision.by}" if decision.by else ""
+        reason = f": {decision.comment}" if decision.comment else ""
+        result = ToolRegistry.error_result(
+            call, f"the call was rejected{who}{reason}; it was not made"
+        )
+        return self._land(run, pending, {call.id: result}, None, approvals, settled_now)
+
+    def expire(self, state: RunState, now_ms: int) -> Step:
+        """Reject every waiting approval whose deadline has passed as timed out; the run
+        goes on. With none due, the state comes back unchanged."""
+        pending = state.pending
+        if not isinstance(pending, ToolAction):
+            return Step(state=state)
+        due = [a for a in pending.waiting if a.deadline_ms <= now_ms]
+        if not due:
+            return Step(state=state)
+        run = _Run(self, state, now_ms)
+        results: dict[str, ChatMessage] = {}
+        for entry in due:
+            call = _call_of(pending, entry.tool_call_id)
+            waited_s = (entry.deadline_ms - entry.requested_ms) / 1000
+            run.emit(
+                "approval_expired",
+                upstream=pending.request_event_ids[pending.calls.index(call)],
+                tool_calls=[call],
+                attributes={"call_id": entry.call_id, "deadline_ms": str(entry.deadline_ms)},
+            )
+            results[call.id] = ToolRegistry.error_result(
+                call, f"no decision came within {waited_s:g} s; the call was not made"
+            )
+        expired = {a.call_id for a in due}
+        approvals = [
+            a.model_copy(update={"status": "expired"}) if a.call_id in expired else a
+            for a in pending.approvals
+        ]
+        settled = dict.fromkeys(expired, "expired")
+        return self._land(run, pending, results, None, approvals, settled)
+
+    def abandon_parked(self, state: RunState, now_ms: int) -> Step:
+        """End a parked run that can never be decided (its bounded input ended): an error
+        output and a dead letter with its input, to run it again."""
+        pending = state.pending
+        ids = (
+            ", ".join(a.call_id for a in pending.waiting) if isinstance(pending, ToolAction) else ""
+        )
+        error = ErrorInfo(
+            type="ApprovalPending",
+            message=f"the input ended while the run waited for a decision on call(s) {ids}",
+        )
+        return self._fail(_Run(self, state, now_ms), error, dead_letter=True)
+
+    def _refused(
+        self,
+        state: RunState | None,
+        decision: ApprovalDecision,
+        before: str | None,
+        key: str | None,
+    ) -> Step:
+        """A decision that applies to no waiting call: a duplicate, or a dead letter why."""
+        if before is not None and before == decision.fingerprint():
+            return Step(state=state, duplicate=True)
+        if before is None:
+            error = ErrorInfo(
+                type="UnknownCall",
+                message=f"no call {clip(decision.call_id, 256)!r} of this key waits for a decision",
+            )
+        elif before == "expired":
+            error = ErrorInfo(
+                type="ApprovalExpired",
+                message=f"call {clip(decision.call_id, 256)!r} timed out waiting for a decision "
+                "and was rejected; the decision came too late",
+            )
+        else:
+            verdict = before.partition(":")[0]
+            error = ErrorInfo(
+                type="AlreadyDecided",
+                message=f"call {clip(decision.call_id, 256)!r} was already decided "
+                f"({verdict}) with other arguments or verdict; the first decision stands",
+            )
+        key = state.key if state is not None else key
+        letter = dead_letter_record(
+            "approval",
+            error,
+            json.dumps({"approval": decision.model_dump(exclude_none=True)}, ensure_ascii=False),
+            key=key,
+            record_id=decision.call_id,
+        )
+        return Step(state=state, dead_letter=letter)
 
     def timeout(self, state: RunState, now_ms: int) -> Step:
         """End the run because its run_timeout_s budget elapsed."""

@@ -29,7 +29,7 @@ import importlib
 import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, get_type_hints
 
 import pydantic_core
@@ -49,7 +49,18 @@ from streamagents.serde.messages import (
 )
 from streamagents.serde.safe_text import clip
 
-__all__ = ["Tool", "ToolImportError", "ToolRegistry", "load_tool", "tool", "tool_result_content"]
+__all__ = [
+    "ApprovalRule",
+    "Tool",
+    "ToolImportError",
+    "ToolRegistry",
+    "load_tool",
+    "tool",
+    "tool_result_content",
+]
+
+ApprovalRule = bool | Callable[[dict[str, Any]], bool]
+"""Whether a tool's call needs approval: always/never, or a predicate over its arguments."""
 
 _PART_TYPES = (TextPart, ImagePart, AudioPart, VideoPart, DocumentPart)
 _MAX_ERROR_CHARS = 2000
@@ -206,14 +217,37 @@ class Tool:
     func: Callable[..., Any] = field(repr=False)
     arguments_model: type[BaseModel] = field(repr=False)
     argument_names: tuple[str, ...] = field(repr=False)
+    requires_approval: ApprovalRule = False
+    """Whether a call waits for a person's decision: always, or when a predicate over the
+    call's arguments says so (see `needs_approval`)."""
+    approval_timeout_s: float | None = None
+    """How long a call waits for its decision; None: the agent's `approval_timeout_s`."""
 
     @classmethod
     def from_function(
-        cls, func: Callable[..., Any], *, name: str | None = None, description: str | None = None
+        cls,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        requires_approval: ApprovalRule | None = None,
+        approval_timeout_s: float | None = None,
     ) -> Tool:
-        """Describe `func` as a tool; name and description default to its name and docstring."""
+        """Describe `func` as a tool; name and description default to its name and docstring.
+
+        `requires_approval` (True, or a predicate over the call's arguments) makes its calls
+        wait for a person's decision, for at most `approval_timeout_s` (default: the
+        agent's); given for a `Tool`, they replace its own."""
         if isinstance(func, Tool):
-            return func
+            if requires_approval is None and approval_timeout_s is None:
+                return func
+            return replace(
+                func,
+                requires_approval=func.requires_approval
+                if requires_approval is None
+                else requires_approval,
+                approval_timeout_s=approval_timeout_s or func.approval_timeout_s,
+            )
         if not callable(func):
             raise TypeError(f"a tool must be callable, not {type(func).__name__}")
         tool_name = name or getattr(func, "__name__", None) or type(func).__name__
@@ -231,7 +265,21 @@ class Tool:
             func=func,
             arguments_model=model,
             argument_names=tuple(names),
+            requires_approval=bool(requires_approval)
+            if requires_approval is None or isinstance(requires_approval, bool)
+            else requires_approval,
+            approval_timeout_s=approval_timeout_s,
         )
+
+    def needs_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether this call waits for a decision; a predicate that raises means it does."""
+        rule = self.requires_approval
+        if isinstance(rule, bool):
+            return rule
+        try:
+            return bool(rule(dict(arguments)))
+        except Exception:
+            return True  # when in doubt, a person decides
 
     @property
     def is_async(self) -> bool:
@@ -264,11 +312,23 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    requires_approval: ApprovalRule = False,
+    approval_timeout_s: float | None = None,
 ) -> Any:
-    """Decorator making a function a `Tool`: `@tool` or `@tool(name=..., description=...)`."""
+    """Decorator making a function a `Tool`: `@tool` or `@tool(name=..., description=...)`.
+
+    `requires_approval=True` (or a predicate over the call's arguments, e.g.
+    `lambda args: args["amount"] > 100`) makes the model's calls wait for a person's
+    decision, for at most `approval_timeout_s` (default: the agent's)."""
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "requires_approval": requires_approval,
+        "approval_timeout_s": approval_timeout_s,
+    }
     if func is not None:
-        return Tool.from_function(func, name=name, description=description)
-    return lambda f: Tool.from_function(f, name=name, description=description)
+        return Tool.from_function(func, **options)
+    return lambda f: Tool.from_function(f, **options)
 
 
 def load_tool(path: str) -> Tool:
@@ -420,7 +480,9 @@ class ToolRegistry:
         found = self._tools.get(call.name)
         if found is None:
             available = ", ".join(self._tools) or "none"
-            return self._error(call, f"unknown tool {call.name!r}; available tools: {available}")
+            return self.error_result(
+                call, f"unknown tool {call.name!r}; available tools: {available}"
+            )
         try:
             kwargs = found.bind(call.arguments)
         except ValidationError as exc:
@@ -428,7 +490,7 @@ class ToolRegistry:
                 f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
                 for err in exc.errors(include_input=False, include_url=False)
             )
-            return self._error(call, f"invalid arguments for tool {call.name!r}: {problems}")
+            return self.error_result(call, f"invalid arguments for tool {call.name!r}: {problems}")
         try:
             if found.is_async:
                 value, raised = await asyncio.wait_for(
@@ -441,20 +503,22 @@ class ToolRegistry:
                 if raised is None and inspect.isawaitable(value):
                     value, raised = await asyncio.wait_for(result_or_error(value), self.timeout_s)
         except asyncio.TimeoutError:
-            return self._error(call, f"tool {call.name!r} timed out after {self.timeout_s:g} s")
+            return self.error_result(
+                call, f"tool {call.name!r} timed out after {self.timeout_s:g} s"
+            )
         except ToolThreadsExhausted as exc:
-            return self._error(call, f"tool {call.name!r} was not started: {exc}")
+            return self.error_result(call, f"tool {call.name!r} was not started: {exc}")
         if raised is not None:
             detail = str(raised)
             kind = type(raised).__name__
-            return self._error(call, f"{kind}: {detail}" if detail else f"{kind} raised")
+            return self.error_result(call, f"{kind}: {detail}" if detail else f"{kind} raised")
         try:
             result = ChatMessage.tool_result(call.id, call.name, tool_result_content(value))
         except Exception as exc:  # a return value that is neither text, JSON nor media
-            return self._error(call, f"{type(exc).__name__}: {exc}")
+            return self.error_result(call, f"{type(exc).__name__}: {exc}")
         size = result_bytes(result)
         if size > self.max_result_bytes:
-            return self._error(
+            return self.error_result(
                 call,
                 f"tool {call.name!r} returned {size} bytes, more than max_tool_result_bytes="
                 f"{self.max_result_bytes}; return less, or media by URL",
@@ -466,7 +530,8 @@ class ToolRegistry:
         return list(await asyncio.gather(*(self.run(call) for call in calls)))
 
     @staticmethod
-    def _error(call: ToolCall, message: str) -> ChatMessage:
+    def error_result(call: ToolCall, message: str) -> ChatMessage:
+        """An error result for `call` saying `message` (clipped), for the model to read."""
         return ChatMessage.tool_result(
             call.id, call.name, clip(message, _MAX_ERROR_CHARS), is_error=True
         )

@@ -24,6 +24,7 @@ from streamagents.operators.engine_settings import (
     ENGINE_SETTINGS,
 )
 from streamagents.operators.flink.agent_function import (
+    APPROVAL_REQUESTS_TAG,
     DEAD_LETTERS_TAG,
     EVENTS_TAG,
     AgentFunction,
@@ -53,11 +54,13 @@ E = TypeVar("E", Configuration, StreamExecutionEnvironment)
 
 
 class AgentStreams(NamedTuple):
-    """The three streams of an agent: output records, event-log records and dead letters."""
+    """The streams of an agent: output records, event-log records, dead letters, and the
+    approval requests of tool calls that wait for a person's decision."""
 
     outputs: DataStream
     events: DataStream
     dead_letters: DataStream
+    approval_requests: DataStream
 
 
 def configure_environment(env_or_config: E) -> E:
@@ -85,8 +88,9 @@ def agent_stream(
 ) -> AgentStreams:
     """Run the agent `config` describes on a stream of JSON input lines, one run per key.
 
-    `records` carries input lines (JSON strings, see the record format); the result holds
-    the output records, the event-log records and the dead letters, all JSON strings.
+    `records` carries input lines (JSON strings, see the record format) and decisions on
+    parked tool calls (lines with `approval`); the result holds the output records, the
+    event-log records, the dead letters and the approval requests, all JSON strings.
     `runtime_factory` builds the runtime in each subtask (default: from the config);
     `uid` names the stateful operator for savepoints (default: `config.job_id`).
     `event_log` (from `event_log_writer`) makes the agent function write its events to the
@@ -113,4 +117,9 @@ def agent_stream(
     dead_letters = parsed.get_side_output(DEAD_LETTERS_TAG).union(
         outputs.get_side_output(DEAD_LETTERS_TAG)
     )
-    return AgentStreams(outputs, outputs.get_side_output(EVENTS_TAG), dead_letters)
+    return AgentStreams(
+        outputs,
+        outputs.get_side_output(EVENTS_TAG),
+        dead_letters,
+        outputs.get_side_output(APPROVAL_REQUESTS_TAG),
+    )

@@ -16,6 +16,13 @@ waits for that key's calls, re-arming at increasing timestamps until the key is 
 After a restore a run without a live call has its pending action performed again (calls
 are at-least-once; state and outputs are exactly-once with a transactional sink).
 
+A run waiting for a person's decision on a tool call is parked: its state stays in keyed
+state with a processing-time timer at its earliest approval deadline, and it has no call
+on the loop (no slot, no thread). A decision (a canonical decision line from the parse
+step) is applied at once, never queued; the key's later inputs wait in its queue. At the
+end of a bounded input a parked run ends with an `ApprovalPending` dead letter. See
+docs/approvals.md.
+
 With a memory TTL, a run that ends sets a processing-time cleanup timer at its history's
 expiry (the due time is kept in keyed state); when it fires on an idle key whose history
 has expired, the history leaves state. Flink's own state TTL is not used: building its
@@ -38,6 +45,13 @@ from pyflink.datastream import KeyedProcessFunction, OutputTag, RuntimeContext
 from pyflink.datastream.functions import TimeDomain
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
+from streamagents.operators.agent.approvals import (
+    forgotten,
+    is_decision_line,
+    read_decision_line,
+    settled_entry,
+    settled_fingerprint,
+)
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.records import (
     ErrorInfo,
@@ -56,6 +70,7 @@ from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
 from streamagents.serde.messages import ChatMessage
 
 __all__ = [
+    "APPROVAL_REQUESTS_TAG",
     "DEAD_LETTERS_TAG",
     "EVENTS_TAG",
     "AgentFunction",
@@ -68,6 +83,12 @@ function writes its event log itself."""
 
 DEAD_LETTERS_TAG = OutputTag("streamagents-dead-letters", Types.STRING())
 """Side output of both functions: dead-letter records (JSON strings)."""
+
+APPROVAL_REQUESTS_TAG = OutputTag("streamagents-approval-requests", Types.STRING())
+"""Side output of the agent function: approval request records (JSON strings)."""
+
+MAX_SETTLED_PER_KEY = 256
+"""Settled approvals a key remembers (to tell a duplicate decision from a stale one)."""
 
 RuntimeFactory = Callable[[AgentConfig], AgentRuntime]
 """Builds the runtime a subtask drives, in `open()`; must be picklable (module level)."""
@@ -154,6 +175,9 @@ class AgentFunction(KeyedProcessFunction):
         self._unnamed = runtime_context.get_state(
             ValueStateDescriptor("inputs_without_id", Types.LONG())
         )
+        self._settled = runtime_context.get_map_state(
+            MapStateDescriptor("approvals_settled", Types.STRING(), Types.STRING())
+        )
         self._steps = ThreadPoolExecutor(1, thread_name_prefix="streamagents-steps")
         self._runtime = self._off_task(self._runtime_factory, self._config)
         self._loop = EngineLoop(self._config.max_in_flight).start()
@@ -200,6 +224,9 @@ class AgentFunction(KeyedProcessFunction):
         this input is placed, so checkpoints complete while a backlog waits.
         """
         key, raw = value[0], value[1]
+        if is_decision_line(raw):
+            yield from self._decide(key, raw, ctx)
+            return
         yield from self._make_room(key, ctx)
         if key in self._calls or self._run.value() is not None:
             self._enqueue(raw)
@@ -223,7 +250,7 @@ class AgentFunction(KeyedProcessFunction):
         """How long the task thread may block for a slot before a timeout timer is due."""
         if not self._calls:
             return 1.0
-        due = min(c.state.started_ms for c in self._calls.values()) + self._timeout_ms
+        due = min(c.state.timeout_base_ms for c in self._calls.values()) + self._timeout_ms
         return max(0.01, (due + _TIMEOUT_GRACE_MS - now_ms) / 1000)
 
     def _enqueue(self, raw: str) -> None:
@@ -327,6 +354,17 @@ class AgentFunction(KeyedProcessFunction):
         if step.dead_letter is not None:
             self._metrics.dead_letters.inc()
             yield DEAD_LETTERS_TAG, step.dead_letter
+        for request in step.approval_requests:
+            yield APPROVAL_REQUESTS_TAG, request
+        self._remember(step.settled, now_ms)
+        if step.state is not None and step.state.parked:
+            if self._draining:  # the input has ended: no decision can come any more
+                ended = self._off_task(self._runtime.abandon_parked, step.state, now_ms)
+                return (yield from self._apply_step(ended, before, history, key, ctx, now_ms))
+            self._metrics.usage(before, _totals(step.state))
+            self._run.update(step.state.model_dump_json())
+            self._park(step.state, ctx)
+            return True
         if step.state is not None:
             self._metrics.usage(before, _totals(step.state))
             self._run.update(step.state.model_dump_json())
@@ -344,6 +382,51 @@ class AgentFunction(KeyedProcessFunction):
         self._run.clear()
         self._arm_cleanup(ctx, now_ms if step.history is not None else None)
         return False
+
+    def _park(self, state: RunState, ctx: Any) -> None:
+        """Leave a parked run in keyed state with a processing-time timer at its earliest
+        approval deadline: no call slot, no thread, no future while it waits."""
+        due = state.next_deadline_ms
+        if due is not None:
+            ctx.timer_service().register_processing_time_timer(due)
+
+    def _remember(self, settled: dict[str, str], now_ms: int) -> None:
+        """Keep how approvals were settled, the key's latest `MAX_SETTLED_PER_KEY` of them."""
+        if not settled:
+            return
+        for call_id, fingerprint in settled.items():
+            self._settled.put(call_id, settled_entry(fingerprint, now_ms))
+        for call_id in forgotten(self._settled.items(), MAX_SETTLED_PER_KEY):
+            self._settled.remove(call_id)
+
+    def _decide(self, key: str, raw: str, ctx: Any) -> Iterator[Any]:
+        """Apply a decision to the key's run: parked or not, it never waits in the queue."""
+        now = ctx.timer_service().current_processing_time()
+        decision = read_decision_line(raw)
+        call = self._calls.get(key)
+        stored = self._run.value()
+        state = call.state if call is not None else None
+        if state is None and stored is not None:
+            state = RunState.model_validate_json(stored)
+        kept = self._settled.get(decision.call_id)
+        settled = None if kept is None else settled_fingerprint(kept)
+        step = self._off_task(self._runtime.decide, state, decision, now, settled, key)
+        if step.duplicate or step.state is state:
+            yield from self._emit_events(step.events)
+            if step.dead_letter is not None:
+                self._metrics.dead_letters.inc()
+                yield DEAD_LETTERS_TAG, step.dead_letter
+            return
+        if call is not None and step.state is not None:
+            # its other call is running: its outcome is applied to the decided state
+            yield from self._emit_events(step.events)
+            self._remember(step.settled, now)
+            call.state = step.state
+            self._run.update(step.state.model_dump_json())
+            return
+        assert state is not None
+        history = self._load_history(now)
+        yield from self._continue(step, _totals(state), history, key, ctx, now)
 
     def _emit_events(self, events: list[str]) -> Iterator[Any]:
         """Write a step's events to this subtask's event log when it has one (no side output,
@@ -455,7 +538,7 @@ class AgentFunction(KeyedProcessFunction):
 
     def _deadline(self, call: _Call) -> int:
         """When a call still running is given up (its run's timeout plus a grace period)."""
-        return call.state.started_ms + self._timeout_ms + _TIMEOUT_GRACE_MS
+        return call.state.timeout_base_ms + self._timeout_ms + _TIMEOUT_GRACE_MS
 
     def _settle(self, call: _Call, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
         """Advance the run with its call's outcome, time it out past its deadline, or look
@@ -474,18 +557,36 @@ class AgentFunction(KeyedProcessFunction):
             self._arm(call, ctx, now_ms)
 
     def _resume(self, stored: str, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
-        """A timer for a key with a run but no live call: after a restore, perform it again."""
+        """A timer for a key with a run but no live call: a parked run's deadline (or the
+        end of input), or, after a restore, the cue to perform its action again."""
         state = RunState.model_validate_json(stored)
+        if state.parked:
+            yield from self._wake_parked(state, key, ctx, now_ms)
+            return
         history = self._load_history(now_ms)
         tail = self._queue_tail.value()
         if tail is not None:  # count the restored queue towards `max_waiting_inputs`
             self._count_waiting(tail - (self._queue_head.value() or 0))
-        if now_ms >= state.started_ms + self._timeout_ms:
+        if now_ms >= state.timeout_base_ms + self._timeout_ms:
             step = self._off_task(self._runtime.timeout, state, now_ms)
             yield from self._continue(step, _totals(state), history, key, ctx, now_ms)
             return
         self._metrics.calls_reissued.inc()
         self._issue(state, history, key, ctx, now_ms)
+
+    def _wake_parked(self, state: RunState, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
+        """On a timer of a parked run: at the end of input end it (dead letter), past a
+        deadline reject what timed out and go on, else set its deadline timer again."""
+        due = state.next_deadline_ms
+        if not self._draining and (due is None or due > now_ms):
+            self._park(state, ctx)  # another timer of the key (cleanup, a restored poll)
+            return
+        history = self._load_history(now_ms)
+        if self._draining:
+            step = self._off_task(self._runtime.abandon_parked, state, now_ms)
+        else:
+            step = self._off_task(self._runtime.expire, state, now_ms)
+        yield from self._continue(step, _totals(state), history, key, ctx, now_ms)
 
     def _harvest(self, call: _Call, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
         """Advance the run with its call's outcome."""

@@ -1,5 +1,8 @@
 """The parse step before `key_by`: input lines become (key, line) or dead letters.
 
+A decision on a parked tool call (a line with `approval`) goes on as (key, its canonical
+decision line), which the agent function tells from inputs by its start.
+
 A line that cannot become a run goes to the dead-letter side output with the reason and
 the raw line; a good one goes on as `(key, line)`, its inline media above the offload
 threshold already in the media store and the line holding their refs, so a queued input
@@ -16,6 +19,7 @@ from pyflink.common import Types
 from pyflink.datastream import ProcessFunction, RuntimeContext
 
 from streamagents.connectors.media import MediaStore
+from streamagents.operators.agent.approvals import decision_line, parse_line
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.records import (
     ErrorInfo,
@@ -23,7 +27,6 @@ from streamagents.operators.agent.records import (
     InputRecord,
     dead_letter_record,
     offload_input,
-    parse_input,
 )
 from streamagents.operators.flink.agent_function import DEAD_LETTERS_TAG
 from streamagents.serde.safe_text import clip
@@ -70,13 +73,17 @@ class ParseRecords(ProcessFunction):
                 raise InputError(
                     f"input must be a JSON text line, not {type(value).__name__}", "InvalidJson"
                 )
-            record = parse_input(value, self._key_field, self._limits)
+            record = parse_line(value, self._key_field, self._limits)
         except Exception as error:
             received = value if isinstance(value, str) else repr(type(value))
             yield (
                 DEAD_LETTERS_TAG,
                 dead_letter_record("parse", ErrorInfo.from_exception(error), received),
             )
+            return
+        if isinstance(record, tuple):  # a decision on a parked tool call
+            key, decision = record
+            yield key, decision_line(decision, key)
             return
         if not record.message.has_media:
             yield record.key, value

@@ -97,6 +97,11 @@ def events(media_dir: Path) -> list[AgentEvent]:
             ]
         },
         "context_cache": {"attributes": {"action": "evicted", "cache": "cachedContents/c1"}},
+        # one attribute each: Java writes a map in its own key order, so a byte-for-byte
+        # comparison needs maps of one entry
+        "approval_requested": {"tool_calls": [call], "attributes": {"call_id": "run-1.0004"}},
+        "approval_decided": {"tool_calls": [call], "attributes": {"decision": "approve"}},
+        "approval_expired": {"tool_calls": [call], "attributes": {"deadline_ms": "1"}},
     }
     assert set(kinds) == {t.value for t in EventType} - {"unknown"}
     return [

@@ -1,5 +1,8 @@
 """Recovery of the agent operator: kill a job mid-run or stop it with a savepoint, resume it.
 
+(The last test kills a job whose run is parked for an approval and approves it after the
+restore.)
+
 The job (`operator_recovery_job.py`) runs in a subprocess against the loopback Gemini stub,
 whose replies take 1 s, so runs are pending whenever a checkpoint is taken. After the
 resume every input has exactly one committed output: the runs pending at the checkpoint
@@ -17,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +28,7 @@ from typing import Any
 
 import pytest
 from doubles import GeminiScript, InteractionsPhotoScript
-from e2e_tools import image_bytes
+from e2e_tools import image_bytes, refunds_made
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 
@@ -98,8 +102,13 @@ def job_command(mode: str, folder: Path, stub: LoopbackStubServer, *extra: str) 
 
 def committed_outputs(folder: Path) -> list[dict[str, Any]]:
     """Output records in committed part files (in-progress and pending files start with '.')."""
+    return committed_lines(folder / "outputs")
+
+
+def committed_lines(folder: Path) -> list[dict[str, Any]]:
+    """Records in the committed part files under `folder`."""
     records = []
-    for path in sorted((folder / "outputs").rglob("part-*")):
+    for path in sorted(folder.rglob("part-*")):
         if not path.name.startswith("."):
             records += [json.loads(line) for line in path.read_text().splitlines() if line]
     return records
@@ -281,3 +290,33 @@ def test_a_restored_run_continues_its_stored_interaction_with_the_tool_image(
     # with only the function_result (the picture) instead of the whole conversation.
     assert sorted(b["previous_interaction_id"] for b in after) == ["int-1-1", "int-2-1"]
     assert all([s["type"] for s in b["input"]] == ["function_result"] for b in after)
+
+
+def test_a_parked_run_survives_a_kill_and_completes_on_a_decision_after_the_restore(
+    tmp_path: Path,
+) -> None:
+    order = f"KR-{uuid.uuid4().hex[:8]}"
+    inputs, requests = tmp_path / "inputs", tmp_path / "approval-requests"
+    inputs.mkdir()
+    park = {"id": "park-1", "key": "p", "text": f"scenario:refund {order}"}
+    (inputs / "inputs.jsonl").write_text(json.dumps(park) + "\n")
+    approval = (
+        "--approval-tool", "e2e_tools:refund_order", "--approval-requests", str(requests),
+        "--inputs", str(inputs),
+    )  # fmt: skip
+    with LoopbackStubServer(GeminiScript()) as stub:
+        # the request is committed by the checkpoint that holds the parked run
+        run_until(job_command("run", tmp_path, stub, *approval), lambda: committed_lines(requests))
+        checkpoint = latest_checkpoint(tmp_path)
+        assert checkpoint is not None and committed_outputs(tmp_path) == []
+        [request] = committed_lines(requests)
+        decision = {"key": "p", "approval": {"call_id": request["call_id"], "decision": "approve"}}
+        (inputs / "decisions.jsonl").write_text(json.dumps(decision) + "\n")
+        run_until(
+            job_command("run", tmp_path, stub, *approval, "--restore", str(checkpoint)),
+            lambda: len(committed_outputs(tmp_path)) == 1,
+        )
+    [output] = committed_outputs(tmp_path)
+    assert (output["id"], output["status"], output["text"]) == ("park-1", "ok", "refund handled")
+    assert refunds_made(order) == [30]  # made once, after the restore, on the decision
+    assert len(committed_lines(requests)) == 1  # the restored run did not ask again

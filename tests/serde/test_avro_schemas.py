@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import io
 import itertools
 from typing import Any
 
+import fastavro
 import pytest
 
 from streamagents.serde.avro import (
@@ -13,8 +15,12 @@ from streamagents.serde.avro import (
     SCHEMA_VERSIONS,
     LogLevel,
     check_compatible,
+    from_record,
+    parsed_schema,
     schema_json,
+    to_record,
 )
+from streamagents.serde.events import new_event
 
 
 def _base() -> dict[str, Any]:
@@ -126,3 +132,29 @@ def test_log_level_names_are_checked() -> None:
     assert LogLevel.parse("VERBOSE") is LogLevel.VERBOSE
     with pytest.raises(ValueError, match="off, standard, verbose"):
         LogLevel.parse("loud")
+
+
+@pytest.mark.parametrize(
+    "event_type", ["approval_requested", "approval_decided", "approval_expired"]
+)
+def test_approval_events_are_written_from_v5_and_read_as_unknown_by_a_v4_reader(
+    event_type: str,
+) -> None:
+    event = new_event(
+        event_type,
+        job_id="j",
+        key="k",
+        run_id="r",
+        sequence=3,
+        attributes={"call_id": "call-0", "by": "ana"},
+    )
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, parsed_schema(5), [to_record(event, version=5)])
+    buffer.seek(0)
+    [record] = list(fastavro.reader(buffer))
+    assert from_record(record).event_type.value == event_type
+    buffer.seek(0)
+    [old] = list(fastavro.reader(buffer, reader_schema=parsed_schema(4)))
+    assert old["event_type"] == "unknown"
+    assert old["payload"]["attributes"]["call_id"] == "call-0"
+    assert to_record(event, version=4)["event_type"] == "unknown"

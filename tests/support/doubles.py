@@ -312,6 +312,25 @@ class GeminiScript:
         return StubReply({"error": error}, status=400), 0.0
 
     @staticmethod
+    def _refund(step: int, text: str) -> tuple[dict[str, Any], float]:
+        if step == 0:
+            return calls_reply(("refund_order", {"order": text.split()[-1], "amount": 30})), 0.0
+        return text_reply("refund handled"), 0.0
+
+    @staticmethod
+    def _refund_and_look(step: int, text: str) -> tuple[dict[str, Any], float]:
+        if step == 0:
+            refund = ("refund_order", {"order": text.split()[-1], "amount": 30})
+            return calls_reply(refund, ("lookup_city", {"name": "Paris"})), 0.0
+        return text_reply("both handled"), 0.0
+
+    @staticmethod
+    def _cancel(step: int, text: str) -> tuple[dict[str, Any], float]:
+        if step == 0:
+            return calls_reply(("cancel_order", {"order": text.split()[-1]})), 0.0
+        return text_reply("cancel handled"), 0.0
+
+    @staticmethod
     def _held(step: int, text: str) -> tuple[dict[str, Any], float]:
         return text_reply("held " + text.split()[-1]), 8.0
 

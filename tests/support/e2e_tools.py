@@ -11,7 +11,9 @@ import argparse
 import asyncio
 import hashlib
 import json
+import tempfile
 import time
+from pathlib import Path
 
 from streamagents.serde.messages import ImagePart, TextPart
 
@@ -99,6 +101,39 @@ def hold(line: str) -> str:
     if '"hold_s"' in line:
         time.sleep(json.loads(line)["hold_s"])
     return line
+
+
+REFUNDS = Path(tempfile.gettempdir()) / "streamagents-e2e-refunds"
+"""Where `refund_order` leaves one file per call it made, so a test counts the calls."""
+
+
+def refund_order(order: str, amount: float) -> str:
+    """Refund an order (needs approval in the approval jobs).
+
+    Args:
+        order: Order number.
+        amount: Amount in euros.
+    """
+    REFUNDS.mkdir(exist_ok=True)
+    (REFUNDS / f"{order}.{time.time_ns()}").write_text(json.dumps({"amount": amount}))
+    return f"refunded {amount:g} on {order}"
+
+
+def refunds_made(order: str) -> list[float]:
+    """The amounts `refund_order` refunded on `order`, one per call made."""
+    files = sorted(REFUNDS.glob(f"{order}.*"))
+    return [json.loads(f.read_text())["amount"] for f in files]
+
+
+def cancel_order(order: str) -> str:
+    """Cancel an order (needs approval, with a short deadline, in the approval job).
+
+    Args:
+        order: Order number.
+    """
+    REFUNDS.mkdir(exist_ok=True)
+    (REFUNDS / f"{order}.{time.time_ns()}").write_text(json.dumps({"amount": 0}))
+    return f"cancelled {order}"
 
 
 TOOL_PATHS = [

@@ -7,7 +7,8 @@ only when a checkpoint completes, so an output emitted after the last checkpoint
 killed run is never visible.
 
 The model is the `gemini` wire unless `--provider` names another (`gemini-interactions`);
-`--tool module:function` gives the agent a tool. Modes:
+`--tool module:function` gives the agent a tool, `--approval-tool` one whose calls need
+approval (its requests go to FileSink part files in `--approval-requests`). Modes:
 
 - `run`: run until killed (optionally restored from `--restore`);
 - `savepoint`: run until `--stop-after` outputs are committed, stop with a savepoint
@@ -33,6 +34,7 @@ from pyflink.datastream.connectors.file_system import (
 from pyflink.java_gateway import get_gateway
 
 from streamagents.operators.agent import AgentConfig, ModelSpec
+from streamagents.operators.agent.config import ToolRef
 from streamagents.operators.flink import agent_stream, configure_environment
 
 
@@ -49,7 +51,7 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
         conf.set_string("execution.state-recovery.path", args.restore)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(1)
-    for tool in args.tool:  # the tools' modules, for the job's embedded Python
+    for tool in [*args.tool, *args.approval_tool]:  # their modules, for the embedded Python
         env.add_python_file(importlib.import_module(tool.partition(":")[0]).__file__)
     config = AgentConfig(
         job_id="operator-recovery",
@@ -58,7 +60,7 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
             model="gemini-3-flash-preview",
             options={"api_key": "test-key", "base_url": args.stub, "max_retries": 0},
         ),
-        tools=args.tool,
+        tools=[*args.tool, *(ToolRef(ref=t, approval="required") for t in args.approval_tool)],
         max_in_flight=8,
         media_store=args.media,
         offload_threshold_bytes=1024,
@@ -76,6 +78,13 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
         .build()
     )
     streams.outputs.sink_to(sink).uid("outputs")
+    if args.approval_requests:
+        requests = (
+            FileSink.for_row_format(args.approval_requests, Encoder.simple_string_encoder())
+            .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
+            .build()
+        )
+        streams.approval_requests.sink_to(requests).uid("approval-requests")
     return env
 
 
@@ -99,6 +108,8 @@ def main() -> None:
     parser.add_argument("--stop-after", type=int, default=1)
     parser.add_argument("--provider", default="gemini")
     parser.add_argument("--tool", action="append", default=[], help="module:function")
+    parser.add_argument("--approval-tool", action="append", default=[], help="module:function")
+    parser.add_argument("--approval-requests", help="directory of approval request files")
     args = parser.parse_args()
     env = build(args)
     if args.mode == "run":

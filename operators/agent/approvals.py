@@ -1,0 +1,146 @@
+"""Human approval of tool calls: the rule a tool declares, the decision record, the parked call.
+
+A tool that needs approval (`@tool(requires_approval=True)`, a predicate over the call's
+arguments, or `approval: required` in YAML) is not called when the model asks for it:
+its run parks with a `PendingApproval` per such call and emits an approval request. A
+decision arrives later as an input line `{"<key field>": ..., "approval": {"call_id",
+"decision": "approve" | "reject", "by", "comment", "arguments"?}}`; an input line with a
+top-level `approval` field is always a decision, never a run's input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from streamagents.operators.agent.config import InputLimits
+from streamagents.operators.agent.records import (
+    InputError,
+    InputRecord,
+    decode_line,
+    key_of,
+    parse_input,
+)
+
+__all__ = [
+    "DECISION_PREFIX",
+    "ApprovalDecision",
+    "PendingApproval",
+    "decision_line",
+    "forgotten",
+    "is_decision_line",
+    "parse_line",
+    "read_decision_line",
+    "settled_entry",
+    "settled_fingerprint",
+]
+
+DECISION_PREFIX = '{"approval":'
+"""How every decision line the parse step passes on starts (see `decision_line`)."""
+
+_MAX_TEXT = 2000
+
+
+class ApprovalDecision(BaseModel):
+    """A person's decision on one parked tool call, as it arrives on the input."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+    call_id: str = Field(
+        min_length=1, max_length=256, description="The `call_id` of the approval request."
+    )
+    decision: Literal["approve", "reject"] = Field(description="approve or reject.")
+    by: str = Field(default="", max_length=256, description="Who decided.")
+    comment: str = Field(default="", max_length=_MAX_TEXT, description="Why, for the model.")
+    arguments: dict[str, Any] | None = Field(
+        default=None, description="Edited arguments to call the tool with (approve only)."
+    )
+
+    def fingerprint(self) -> str:
+        """What makes two decisions the same one: the verdict and the arguments to use.
+
+        A second decision with the same fingerprint is a duplicate (ignored); one with
+        another is a conflict (a dead letter)."""
+        arguments = json.dumps(self.arguments, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(arguments.encode()).hexdigest()[:16]
+        return f"{self.decision}:{digest}"
+
+
+class PendingApproval(BaseModel):
+    """One call of a parked turn that needs a decision, and what became of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str = Field(
+        description="The approval's id, which decisions name: the call's tool_request event "
+        "id, unique per run and call (a model's own call ids may repeat across turns)."
+    )
+    tool_call_id: str = Field(description="The model's id of the call.")
+    tool: str
+    requested_ms: int
+    deadline_ms: int
+    status: Literal["waiting", "approved", "rejected", "expired"] = "waiting"
+    fingerprint: str | None = Field(default=None, description="Of the decision taken, if any.")
+
+
+def is_decision_line(line: str) -> bool:
+    """Whether a line the parse step passed on is a decision (see `decision_line`)."""
+    return line.startswith(DECISION_PREFIX)
+
+
+def decision_line(decision: ApprovalDecision, key: str) -> str:
+    """The canonical line the parse step passes on for a decision: it starts with
+    `DECISION_PREFIX`, which no run input can (an input with `approval` is a decision)."""
+    return json.dumps(
+        {"approval": decision.model_dump(exclude_none=True), "key": key}, ensure_ascii=False
+    )
+
+
+def parse_line(
+    raw: str, key_field: str, limits: InputLimits | None = None
+) -> InputRecord | tuple[str, ApprovalDecision]:
+    """Parse an input line: a run's input (`InputRecord`), or `(key, decision)` when the line
+    holds a top-level `approval` field; raises `InputError` naming the broken rule (never
+    the values)."""
+    obj, size = decode_line(raw, limits)
+    if not isinstance(obj, dict) or "approval" not in obj:
+        return parse_input(raw, key_field, limits, decoded=(obj, size))
+    key = key_of(obj, key_field, limits)
+    value = obj["approval"]
+    if not isinstance(value, dict):
+        raise InputError(
+            f"approval must be an object, not {type(value).__name__}", "InvalidDecision"
+        )
+    try:
+        return key, ApprovalDecision.model_validate(value)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"approval.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+            for err in exc.errors(include_input=False, include_url=False)
+        )
+        raise InputError(f"invalid decision: {problems}", "InvalidDecision") from None
+
+
+def read_decision_line(line: str) -> ApprovalDecision:
+    """The decision of a canonical decision line (`decision_line`)."""
+    return ApprovalDecision.model_validate(json.loads(line)["approval"])
+
+
+def settled_entry(fingerprint: str, now_ms: int) -> str:
+    """How a key remembers a settled approval: its fingerprint (or `expired`) and when."""
+    return f"{fingerprint}@{now_ms}"
+
+
+def settled_fingerprint(entry: str) -> str:
+    """The fingerprint (or `expired`) of a `settled_entry`."""
+    return entry.rpartition("@")[0]
+
+
+def forgotten(entries: Iterable[tuple[str, str]], keep: int) -> list[str]:
+    """The approval ids to forget so that the latest `keep` settled entries remain."""
+    ordered = sorted(entries, key=lambda entry: int(entry[1].rpartition("@")[2]))
+    return [call_id for call_id, _ in ordered[: max(0, len(ordered) - keep)]]

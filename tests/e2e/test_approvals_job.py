@@ -1,0 +1,211 @@
+"""Approvals end to end: one mini-cluster job where runs park, wait for decisions and go on.
+
+Runs that call `refund_order` or `cancel_order` park; the decisions come later on the same
+input (a `hold` delays them until the runs have parked): approve, a duplicate, a conflict,
+reject with a comment, approve with edited arguments, approve one call of a mixed turn, an
+unknown call id, and one for a call whose 2 s deadline has passed. One run is never
+decided: the bounded input ends while it waits. The tests below each check one promised
+behaviour on what the job emitted, what the stub received and which tool calls were made.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from typing import Any
+
+import doubles
+import e2e_tools
+import provider_wire
+import pytest
+from doubles import GeminiScript, function_responses
+from e2e_tools import refunds_made
+from pyflink.common import Configuration, Types
+from pyflink.datastream import StreamExecutionEnvironment
+
+from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.operators.agent import AgentConfig, Budgets, ModelSpec
+from streamagents.operators.agent.config import ToolRef
+from streamagents.operators.agent.runtime import run_id_for
+from streamagents.operators.flink import agent_stream, configure_environment
+
+pytestmark = pytest.mark.e2e
+
+JOB_ID = "approvals-e2e"
+RUN_TIMEOUT_S = 4.0
+"""Shorter than the time the approved runs stay parked: parked time must not count."""
+DECISIONS_AFTER_S = 5.0
+TOKEN = uuid.uuid4().hex[:8]
+ORDERS = {name: f"{name}-{TOKEN}" for name in ("AP", "RJ", "ED", "TO", "MX", "END")}
+
+
+def approval_id(input_id: str, call_index: int = 0) -> str:
+    """The approval id of a call of a run's first turn: its tool_request event's id."""
+    return f"{run_id_for(JOB_ID, input_id)}.{4 + call_index:04d}"
+
+
+def decision(key: str, input_id: str, verdict: str = "approve", **fields: Any) -> dict[str, Any]:
+    return {
+        "key": key,
+        "approval": {"call_id": approval_id(input_id), "decision": verdict, **fields},
+    }
+
+
+INPUTS = [
+    {"id": "ap-1", "key": "ap", "text": f"scenario:refund {ORDERS['AP']}"},
+    {"id": "ap-2", "key": "ap", "text": "scenario:plain after-refund"},
+    {"id": "rj-1", "key": "rj", "text": f"scenario:refund {ORDERS['RJ']}"},
+    {"id": "ed-1", "key": "ed", "text": f"scenario:refund {ORDERS['ED']}"},
+    {"id": "to-1", "key": "to", "text": f"scenario:cancel {ORDERS['TO']}"},
+    {"id": "mx-1", "key": "mx", "text": f"scenario:refund_and_look {ORDERS['MX']}"},
+    {"id": "end-1", "key": "end", "text": f"scenario:refund {ORDERS['END']}"},
+    {**decision("ap", "ap-1", by="ana"), "hold_s": DECISIONS_AFTER_S},
+    decision("ap", "ap-1", by="bob"),  # the same decision again: ignored
+    decision("ap", "ap-1", "reject", by="cy"),  # a conflicting one: a dead letter
+    decision("rj", "rj-1", "reject", by="bo", comment="outside 30 days"),
+    decision("ed", "ed-1", by="ana", arguments={"order": ORDERS["ED"], "amount": 5}),
+    decision("mx", "mx-1", by="ana"),
+    {"key": "rj", "approval": {"call_id": "no-such-call", "decision": "approve"}},
+    decision("to", "to-1", by="late"),  # its 2 s deadline has passed
+    {"id": "last-1", "key": "last", "text": "scenario:plain last", "hold_s": 4.0},
+]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Run the job once; return what it emitted and the stub's wire log."""
+    root = tmp_path_factory.mktemp("approvals-e2e")
+    script = GeminiScript()
+    with LoopbackStubServer(script) as stub:
+        env = StreamExecutionEnvironment.get_execution_environment(
+            configure_environment(Configuration())
+        )
+        env.set_parallelism(1)
+        for module in (e2e_tools, doubles, provider_wire):
+            env.add_python_file(module.__file__)
+        config = AgentConfig(
+            job_id=JOB_ID,
+            model=ModelSpec(
+                provider="gemini",
+                model="gemini-3-flash-preview",
+                options={"api_key": "test-key", "base_url": stub.url, "max_retries": 0},
+            ),
+            tools=[
+                ToolRef(ref="e2e_tools:refund_order", approval="required"),
+                ToolRef(ref="e2e_tools:cancel_order", approval="required", approval_timeout_s=2),
+                "e2e_tools:lookup_city",
+            ],
+            approval_timeout_s=600,
+            budgets=Budgets(run_timeout_s=RUN_TIMEOUT_S),
+            max_in_flight=8,
+            media_store=str(root / "media"),
+        )
+        lines = [json.dumps(r) for r in INPUTS]
+        records = env.from_collection(lines, type_info=Types.STRING()).map(
+            e2e_tools.hold, Types.STRING()
+        )
+        streams = agent_stream(records, config)
+        tagged = streams.outputs.map(lambda s: ("output", s), Types.PICKLED_BYTE_ARRAY()).union(
+            streams.events.map(lambda s: ("event", s), Types.PICKLED_BYTE_ARRAY()),
+            streams.dead_letters.map(lambda s: ("dead", s), Types.PICKLED_BYTE_ARRAY()),
+            streams.approval_requests.map(lambda s: ("ask", s), Types.PICKLED_BYTE_ARRAY()),
+        )
+        with tagged.execute_and_collect(JOB_ID) as results:
+            emitted = [(kind, json.loads(text)) for kind, text in results]
+    found: dict[str, list[dict[str, Any]]] = {"output": [], "event": [], "dead": [], "ask": []}
+    for kind, record in emitted:
+        found[kind].append(record)
+    return {**found, "order": [r["id"] for k, r in emitted if k == "output"], "script": script}
+
+
+def output_of(job: Any, input_id: str) -> dict[str, Any]:
+    [found] = [o for o in job["output"] if o["id"] == input_id]
+    return found
+
+
+def events_of(job: Any, input_id: str, event_type: str) -> list[dict[str, Any]]:
+    run_id = run_id_for(JOB_ID, input_id)
+    return [e for e in job["event"] if e["run_id"] == run_id and e["event_type"] == event_type]
+
+
+def results_sent(job: Any, order: str) -> list[dict[str, Any]]:
+    """The function responses the model received after the parked turn of `order`."""
+    [after] = [t for t in job["script"].turns if t.scenario.endswith(order) and t.step == 1]
+    return list(function_responses(after.body))
+
+
+def test_every_input_has_one_output_and_each_parked_call_one_request(job: Any) -> None:
+    assert Counter(job["order"]) == Counter(r["id"] for r in INPUTS if "id" in r)
+    asks = {a["input_id"]: a for a in job["ask"]}
+    assert sorted(asks) == ["ap-1", "ed-1", "end-1", "mx-1", "rj-1", "to-1"]
+    assert asks["ap-1"]["call_id"] == approval_id("ap-1")
+    assert asks["ap-1"]["arguments"] == {"order": ORDERS["AP"], "amount": 30}
+    assert asks["to-1"]["deadline_ms"] - asks["to-1"]["requested_ms"] == 2000
+
+
+def test_an_approved_call_runs_once_after_the_decision(job: Any) -> None:
+    assert refunds_made(ORDERS["AP"]) == [30]
+    output = output_of(job, "ap-1")
+    assert (output["status"], output["text"]) == ("ok", "refund handled")
+    assert output["latency_ms"] > RUN_TIMEOUT_S * 1000  # parked time is not run time
+    [decided] = events_of(job, "ap-1", "approval_decided")
+    assert decided["payload"]["attributes"]["by"] == "ana"
+    assert "refunded 30" in json.dumps(results_sent(job, ORDERS["AP"]))
+
+
+def test_a_later_input_of_a_parked_key_waits_for_the_run(job: Any) -> None:
+    order = job["order"]
+    assert order.index("ap-1") < order.index("ap-2")
+    [decided] = events_of(job, "ap-1", "approval_decided")
+    [started] = events_of(job, "ap-2", "input")
+    assert started["timestamp_ms"] >= decided["timestamp_ms"]
+
+
+def test_a_rejected_call_is_not_made_and_the_model_reads_why(job: Any) -> None:
+    assert refunds_made(ORDERS["RJ"]) == []
+    [result] = results_sent(job, ORDERS["RJ"])
+    assert "rejected by bo: outside 30 days" in json.dumps(result)
+    assert output_of(job, "rj-1")["status"] == "ok"
+
+
+def test_edited_arguments_are_used_and_logged_as_edited(job: Any) -> None:
+    assert refunds_made(ORDERS["ED"]) == [5]
+    [decided] = events_of(job, "ed-1", "approval_decided")
+    assert decided["payload"]["attributes"]["edited_arguments"] == "true"
+    assert decided["payload"]["tool_calls"][0]["arguments"]["amount"] == 5
+
+
+def test_a_call_without_a_decision_by_its_deadline_is_rejected_as_timed_out(job: Any) -> None:
+    assert refunds_made(ORDERS["TO"]) == []
+    assert len(events_of(job, "to-1", "approval_expired")) == 1
+    assert "no decision came within 2 s" in json.dumps(results_sent(job, ORDERS["TO"]))
+    assert output_of(job, "to-1")["status"] == "ok"
+
+
+def test_stale_unknown_and_conflicting_decisions_are_dead_letters_duplicates_are_not(
+    job: Any,
+) -> None:
+    letters = [d for d in job["dead"] if d["stage"] == "approval"]
+    assert sorted((d["key"], d["error_type"]) for d in letters) == [
+        ("ap", "AlreadyDecided"),
+        ("rj", "UnknownCall"),
+        ("to", "ApprovalExpired"),
+    ]
+    assert all(json.loads(d["input"])["approval"]["call_id"] for d in letters)
+
+
+def test_in_a_mixed_turn_the_other_call_runs_before_the_decision(job: Any) -> None:
+    assert refunds_made(ORDERS["MX"]) == [30]
+    assert [r["name"] for r in results_sent(job, ORDERS["MX"])] == ["refund_order", "lookup_city"]
+    responses = events_of(job, "mx-1", "tool_response")
+    [decided] = events_of(job, "mx-1", "approval_decided")
+    [lookup] = [e for e in responses if e["payload"]["tool_results"][0]["name"] == "lookup_city"]
+    assert lookup["timestamp_ms"] < decided["timestamp_ms"]
+
+
+def test_a_run_parked_when_the_input_ends_is_a_dead_letter_with_its_input(job: Any) -> None:
+    assert refunds_made(ORDERS["END"]) == []
+    [letter] = [d for d in job["dead"] if d["error_type"] == "ApprovalPending"]
+    assert letter["id"] == "end-1" and json.loads(letter["input"])["key"] == "end"
+    assert output_of(job, "end-1")["status"] == "error"
