@@ -21,7 +21,7 @@ from sample_runs import HOSTILE, SECRET, SampleLog, write_sample_log
 
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
-from streamagents.jobs._otel_spans import span_id_for, spans_from_events, trace_id_for
+from streamagents.operators.otel_spans import span_id_for, spans_from_events, trace_id_for
 from streamagents.jobs.cli import main
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage, ToolCall
