@@ -161,13 +161,12 @@ class _RunSpans:
     usage: list[int] = field(default_factory=lambda: [0, 0])
 
     @classmethod
-    def opened_by(cls, event: AgentEvent) -> _RunSpans:
-        """The run of `event`, as far as that first event tells."""
-        assert event.run_id is not None
-        run = cls(event.run_id, event.job_id, event.timestamp_ms, event.timestamp_ms)
-        if event.key is not None:
-            run.attributes["gen_ai.conversation.id"] = event.key
-            run.attributes["streamagents.key"] = event.key
+    def of(cls, run_id: str, job_id: str, key: str | None, start_ms: float) -> _RunSpans:
+        """A run of `job_id` on `key` that started at `start_ms`."""
+        run = cls(run_id, job_id, start_ms, start_ms)
+        if key is not None:
+            run.attributes["gen_ai.conversation.id"] = key
+            run.attributes["streamagents.key"] = key
         return run
 
     def add(self, event: AgentEvent, capture: bool) -> None:
@@ -391,8 +390,9 @@ def spans_from_events(
     Events without a run id (none are written today) are skipped. Runs come in the order they
     started, each root span first, then its steps in the order they were logged."""
     spans: list[SpanRecord] = []
-    for _run_id, ordered in runs_in_order(events):
-        run = _RunSpans.opened_by(ordered[0])
+    for run_id, ordered in runs_in_order(events):
+        first = ordered[0]
+        run = _RunSpans.of(run_id, first.job_id, first.key, first.timestamp_ms)
         for event in ordered:
             run.add(event, capture_content)
         spans.extend(run.spans())
@@ -421,15 +421,16 @@ class LiveSpans:
 
     def resume(
         self,
-        event: AgentEvent,
+        run_id: str,
+        job_id: str,
+        key: str,
         started_ms: int,
         input_id: str,
         tokens: tuple[int, int] = (0, 0),
     ) -> None:
-        """Open a run restored mid-way: `event` is any of its events (for its identity);
-        its start, input id and tokens so far come from the run's restored state."""
-        run = _RunSpans.opened_by(event)
-        run.start_ms = run.end_ms = started_ms
+        """Open a run restored mid-way, from its restored state: when it started, its input
+        id and the tokens it used before the restore."""
+        run = _RunSpans.of(run_id, job_id, key, started_ms)
         run.attributes["streamagents.input_id"] = input_id
         run.usage = list(tokens)
         self._open(run)
@@ -443,7 +444,8 @@ class LiveSpans:
                 continue
             run = self._runs.get(event.run_id)
             if run is None:
-                run = self._open(_RunSpans.opened_by(event))
+                run = _RunSpans.of(event.run_id, event.job_id, event.key, event.timestamp_ms)
+                self._open(run)
             run.add(event, self._capture)
             touched[event.run_id] = run
         for run in touched.values():
@@ -455,9 +457,8 @@ class LiveSpans:
         run = self._runs.pop(run_id, None)
         return [] if run is None else run.spans()
 
-    def _open(self, run: _RunSpans) -> _RunSpans:
+    def _open(self, run: _RunSpans) -> None:
         self._runs.pop(run.run_id, None)
         self._runs[run.run_id] = run
         while len(self._runs) > self._max_runs:
             self._runs.pop(next(iter(self._runs)))
-        return run
