@@ -21,6 +21,7 @@ from streamagents.operators.agent.config import TelemetryConfig
 from streamagents.operators.otel_sdk import readable_spans, require_otel, signal_url
 from streamagents.operators.otel_spans import LiveSpans, SpanRecord
 from streamagents.serde.events import AgentEvent
+from streamagents.serde.messages import ChatMessage
 
 __all__ = ["LiveTelemetry", "SpanShipper", "sampled"]
 
@@ -231,9 +232,10 @@ class LiveTelemetry:
         started_ms: int,
         input_id: str,
         tokens: tuple[int, int],
+        conversation: Sequence[ChatMessage] = (),
     ) -> None:
         """A run restored mid-way goes on: see `LiveSpans.resume`."""
-        self._spans.resume(run_id, job_id, key, started_ms, input_id, tokens)
+        self._spans.resume(run_id, job_id, key, started_ms, input_id, tokens, conversation)
 
     def end(self, run_id: str) -> None:
         """A run ended without a final step (abandoned): send what is known of it."""

@@ -275,6 +275,8 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
             "client",
             {"gen_ai.operation.name": "chat"},
         )
+        if capture and run.conversation:
+            step.attributes["gen_ai.input.messages"] = _messages_attr(run.conversation)
         run.steps[key] = step
     step.end_ms = max(float(event.timestamp_ms), step.start_ms + latency)
     attributes = step.attributes
@@ -427,12 +429,14 @@ class LiveSpans:
         started_ms: int,
         input_id: str,
         tokens: tuple[int, int] = (0, 0),
+        conversation: Sequence[ChatMessage] = (),
     ) -> None:
         """Open a run restored mid-way, from its restored state: when it started, its input
-        id and the tokens it used before the restore."""
+        id, the tokens it used and its conversation (media as refs) before the restore."""
         run = _RunSpans.of(run_id, job_id, key, started_ms)
         run.attributes["streamagents.input_id"] = input_id
         run.usage = list(tokens)
+        run.conversation = list(conversation)
         self._open(run)
 
     def add(self, events: Iterable[AgentEvent]) -> list[SpanRecord]:

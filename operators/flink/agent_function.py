@@ -501,6 +501,7 @@ class AgentFunction(KeyedProcessFunction):
                 state.started_ms,
                 state.input_id,
                 (state.input_tokens, state.output_tokens),
+                state.messages,
             )
         tail = self._queue_tail.value()
         if tail is not None:  # count the restored queue towards `max_waiting_inputs`

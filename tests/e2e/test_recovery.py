@@ -25,8 +25,11 @@ from typing import Any
 import pytest
 from doubles import GeminiScript, InteractionsPhotoScript
 from e2e_tools import image_bytes
+from otlp_collector import attributes, received_spans
 
-from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.connectors.eventlog import read_events
+from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
+from streamagents.operators.otel_spans import span_id_for, spans_from_events, trace_id_for
 
 pytestmark = pytest.mark.e2e
 
@@ -281,3 +284,91 @@ def test_a_restored_run_continues_its_stored_interaction_with_the_tool_image(
     # with only the function_result (the picture) instead of the whole conversation.
     assert sorted(b["previous_interaction_id"] for b in after) == ["int-1-1", "int-2-1"]
     assert all([s["type"] for s in b["input"]] == ["function_result"] for b in after)
+
+
+HEADER_SECRET = "Bearer collector-token-0123456789abcdef"
+
+
+def test_a_restored_run_continues_its_trace_with_the_ids_of_its_event_log(
+    tmp_path: Path,
+) -> None:
+    """Live spans from a job killed mid-run and restored: the restored runs' spans join the
+    traces begun before the kill, and every id is the one the offline export of the event
+    log gives; no span holds media bytes, the API key or the collector's header."""
+    photos = [{"id": f"photo-{n}", "key": f"p{n}", "text": f"scenario:photo {n}"} for n in (1, 2)]
+    (tmp_path / "inputs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in photos))
+    script = InteractionsPhotoScript(hold_s=60)
+    ok = StubReply(b"", headers={})
+    with LoopbackStubServer(lambda _request: ok) as collector, LoopbackStubServer(script) as stub:
+        options = (
+            *("--provider", "gemini-interactions", "--tool", "e2e_tools:make_image"),
+            *("--event-log", str(tmp_path / "events"), "--telemetry", collector.url),
+            *("--telemetry-header", f"Authorization={HEADER_SECRET}"),
+        )
+        held = continuations_checkpointed(tmp_path, stub, len(photos))
+
+        def first_steps_sent() -> bool:  # each run's first model call and tool call
+            return held() and len(received_spans(collector, "operator-recovery")) >= 4
+
+        run_until(job_command("run", tmp_path, stub, *options), first_steps_sent)
+        checkpoint = latest_checkpoint(tmp_path)
+        assert checkpoint is not None
+        before = received_spans(collector, "operator-recovery")
+        script.hold_s = 0
+
+        def runs_sent() -> bool:
+            spans = received_spans(collector, "operator-recovery")
+            return sum(not s.parent_span_id for s in spans) == len(photos)
+
+        run_until(
+            job_command("run", tmp_path, stub, *options, "--restore", str(checkpoint)),
+            runs_sent,
+        )
+        spans = received_spans(collector, "operator-recovery")
+        assert all(r.headers["authorization"] == HEADER_SECRET for r in collector.requests)
+    assert sorted(s.name for s in before) == [
+        "chat gemini-3-flash-preview",
+        "chat gemini-3-flash-preview",
+        "execute_tool make_image",
+        "execute_tool make_image",
+    ]
+    assert len(spans) == len({s.span_id for s in spans}) == 8  # nothing sent twice
+    roots = {attributes(s)["streamagents.key"]: s for s in spans if not s.parent_span_id}
+    assert set(roots) == {"p1", "p2"}
+    for key, root in roots.items():
+        run_id = attributes(root)["streamagents.run_id"]
+        assert root.trace_id == trace_id_for(run_id).to_bytes(16, "big")
+        assert root.span_id == span_id_for(run_id).to_bytes(8, "big")
+        assert root.name == "invoke_agent operator-recovery"
+        assert attributes(root)["streamagents.status"] == "ok"
+        assert attributes(root)["streamagents.input_id"] == f"photo-{key[1]}"
+        children = [s for s in spans if s.trace_id == root.trace_id and s is not root]
+        assert sorted(s.name for s in children) == [
+            "chat gemini-3-flash-preview",
+            "chat gemini-3-flash-preview",
+            "execute_tool make_image",
+        ]
+        assert all(s.parent_span_id == root.span_id for s in children)
+        assert all(root.start_time_unix_nano <= s.start_time_unix_nano for s in children)
+        # The call performed again after the restore continues the stored interaction.
+        last = max(children, key=lambda s: s.start_time_unix_nano)
+        assert attributes(last)["gen_ai.response.id"] == f"int-{key[1]}-2"
+        image = json.loads(attributes(last)["gen_ai.input.messages"])[-1]["parts"][-1]
+        assert image["type"] == "uri" and image["mime_type"] == "image/png"
+    events = read_events(tmp_path / "events", typed=True, include_in_progress=True)
+    offline = spans_from_events(events)
+    assert {(s.trace_id, s.span_id, s.parent_span_id, s.name) for s in offline} == {
+        (
+            int.from_bytes(s.trace_id, "big"),
+            int.from_bytes(s.span_id, "big"),
+            int.from_bytes(s.parent_span_id, "big") or None,
+            s.name,
+        )
+        for s in spans
+    }
+    raw = b"".join(s.SerializeToString() for s in spans)
+    media = [f.read_bytes() for f in (tmp_path / "media").rglob("*") if f.is_file()]
+    assert any(image_bytes(1) == m for m in media)
+    for data in media:
+        assert data[:200] not in raw and base64.b64encode(data)[:200] not in raw
+    assert b"test-key" not in raw and HEADER_SECRET.encode() not in raw

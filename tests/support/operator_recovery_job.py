@@ -7,7 +7,9 @@ only when a checkpoint completes, so an output emitted after the last checkpoint
 killed run is never visible.
 
 The model is the `gemini` wire unless `--provider` names another (`gemini-interactions`);
-`--tool module:function` gives the agent a tool. Modes:
+`--tool module:function` gives the agent a tool, `--event-log DIR` writes the event log,
+`--telemetry URL` sends live spans there (with `--telemetry-header NAME=VALUE`, content
+captured). Modes:
 
 - `run`: run until killed (optionally restored from `--restore`);
 - `savepoint`: run until `--stop-after` outputs are committed, stop with a savepoint
@@ -32,8 +34,8 @@ from pyflink.datastream.connectors.file_system import (
 )
 from pyflink.java_gateway import get_gateway
 
-from streamagents.operators.agent import AgentConfig, ModelSpec
-from streamagents.operators.flink import agent_stream, configure_environment
+from streamagents.operators.agent import AgentConfig, ModelSpec, TelemetryConfig
+from streamagents.operators.flink import agent_stream, configure_environment, event_log_writer
 
 
 def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
@@ -62,6 +64,14 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
         max_in_flight=8,
         media_store=args.media,
         offload_threshold_bytes=1024,
+        event_log_level="standard" if args.event_log else "off",
+        telemetry=None
+        if args.telemetry is None
+        else TelemetryConfig(
+            otlp_endpoint=args.telemetry,
+            headers=dict(h.split("=", 1) for h in args.telemetry_header),
+            capture_content=True,
+        ),
     )
     source = (
         FileSource.for_record_stream_format(StreamFormat.text_line_format(), args.inputs)
@@ -69,7 +79,8 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
         .build()
     )
     lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "inputs").uid("inputs")
-    streams = agent_stream(lines, config)
+    event_log = event_log_writer(args.event_log) if args.event_log else None
+    streams = agent_stream(lines, config, event_log=event_log)
     sink = (
         FileSink.for_row_format(args.outputs, Encoder.simple_string_encoder())
         .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
@@ -99,6 +110,9 @@ def main() -> None:
     parser.add_argument("--stop-after", type=int, default=1)
     parser.add_argument("--provider", default="gemini")
     parser.add_argument("--tool", action="append", default=[], help="module:function")
+    parser.add_argument("--event-log")
+    parser.add_argument("--telemetry", help="OTLP/HTTP collector URL")
+    parser.add_argument("--telemetry-header", action="append", default=[], help="NAME=VALUE")
     args = parser.parse_args()
     env = build(args)
     if args.mode == "run":
