@@ -2,9 +2,10 @@
 
 `LiveTelemetry` is what an agent operator subtask holds when telemetry is on. The task
 thread hands it each step's events (`events`); it builds spans with `LiveSpans` (the
-offline exporter's builder, so ids agree), records the GenAI client metrics, samples by
-trace id and puts the spans in a bounded queue. `SpanShipper`'s own thread takes them off
-in batches and posts them to the OTLP/HTTP collector with the SDK's exporter. A full queue
+offline exporter's builder, so ids agree), samples by trace id and puts the spans in a
+bounded queue. `SpanShipper`'s own thread takes them off in batches, records the GenAI
+client metrics of the model calls among them, and posts them to the OTLP/HTTP collector
+with the SDK's exporter. A full queue
 or a failed export drops spans and counts them (`dropped`); nothing waits for the collector
 but that thread. Needs the optional extra `streamagents[otel]`.
 """
@@ -13,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from streamagents.operators.agent.config import TelemetryConfig
@@ -61,12 +63,15 @@ class SpanShipper:
     it too. `close` gives the thread `timeout_s` to send what waits, then drops the rest."""
 
     def __init__(
-        self, config: TelemetryConfig, flush_interval_s: float = 1.0, exporter: Any = None
+        self,
+        config: TelemetryConfig,
+        flush_interval_s: float = 1.0,
+        observer: Callable[[SpanRecord], None] | None = None,
     ) -> None:
         require_otel()
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        self._exporter = exporter or OTLPSpanExporter(
+        self._exporter = OTLPSpanExporter(
             endpoint=signal_url(config.otlp_endpoint),
             headers={name: value.get_secret_value() for name, value in config.headers.items()},
             timeout=config.export_timeout_s,
@@ -74,6 +79,8 @@ class SpanShipper:
         self._capacity = config.max_queue_spans
         self._interval = flush_interval_s
         self._queue: deque[SpanRecord] = deque()
+        self._observer = observer
+        self._observed: deque[SpanRecord] = deque(maxlen=config.max_queue_spans)
         self._wake = threading.Condition()
         self._stopping = False
         self.exported = 0
@@ -85,9 +92,12 @@ class SpanShipper:
         self._thread = threading.Thread(target=self._run, name="streamagents-otel", daemon=True)
         self._thread.start()
 
-    def offer(self, spans: Sequence[SpanRecord]) -> None:
-        """Queue `spans` for export (the caller's thread never waits for the collector)."""
+    def offer(self, spans: Sequence[SpanRecord], observe: Sequence[SpanRecord] = ()) -> None:
+        """Queue `spans` for export and `observe` for the observer (on the export thread;
+        past `max_queue_spans` waiting, the oldest are not observed). The caller's thread
+        never waits for the collector."""
         with self._wake:
+            self._observed.extend(observe)
             room = max(0, self._capacity - len(self._queue))
             self._queue.extend(spans[:room])
             self.dropped += max(0, len(spans) - room)
@@ -100,9 +110,14 @@ class SpanShipper:
         return len(self._queue)
 
     def _take(self) -> list[SpanRecord] | None:
+        """The next batch: a full one, or what came within the flush interval."""
         with self._wake:
-            if not self._queue and not self._stopping:
-                self._wake.wait(self._interval)
+            deadline = time.monotonic() + self._interval
+            while len(self._queue) < BATCH and not self._stopping:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._wake.wait(remaining)
             if not self._queue:
                 return None if self._stopping else []
             return [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
@@ -110,7 +125,11 @@ class SpanShipper:
     def _run(self) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        while (batch := self._take()) is not None:
+        while True:
+            batch = self._take()
+            self._observe()
+            if batch is None:
+                return
             if not batch:
                 continue
             try:
@@ -125,6 +144,14 @@ class SpanShipper:
                 else:
                     self.failed_exports += 1
                     self.dropped += len(batch)
+
+    def _observe(self) -> None:
+        with self._wake:
+            observed = list(self._observed)
+            self._observed.clear()
+        if self._observer is not None:
+            for span in observed:
+                self._observer(span)
 
     def close(self, timeout_s: float = 2.0) -> None:
         """Send what waits within `timeout_s`, drop (and count) the rest, stop the thread."""
@@ -201,8 +228,8 @@ class LiveTelemetry:
     def __init__(self, config: TelemetryConfig, job_id: str, flush_interval_s: float = 1.0) -> None:
         self._config = config
         self._spans = LiveSpans(config.capture_content)
-        self._shipper = SpanShipper(config, flush_interval_s)
         self._metrics = _GenAiMetrics(config, job_id, max(flush_interval_s, 1.0) * 5)
+        self._shipper = SpanShipper(config, flush_interval_s, self._metrics.record)
 
     @property
     def exported(self) -> int:
@@ -244,13 +271,11 @@ class LiveTelemetry:
     def _send(self, spans: list[SpanRecord]) -> None:
         if not spans:
             return
-        for span in spans:
-            if span.attributes.get("gen_ai.operation.name") == "chat":
-                self._metrics.record(span)
+        chats = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
         ratio = self._config.sample_ratio
         kept = spans if ratio >= 1 else [s for s in spans if sampled(s.trace_id, ratio)]
-        if kept:
-            self._shipper.offer(kept)
+        if kept or chats:
+            self._shipper.offer(kept, chats)
 
     def close(self, timeout_s: float = 2.0) -> None:
         """Send what waits (within `timeout_s` each for spans and metrics), then stop."""
