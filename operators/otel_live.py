@@ -23,7 +23,6 @@ from streamagents.operators.agent.config import TelemetryConfig
 from streamagents.operators.otel_sdk import readable_spans, require_otel, signal_url
 from streamagents.operators.otel_spans import LiveSpans, SpanRecord
 from streamagents.serde.events import AgentEvent
-from streamagents.serde.messages import ChatMessage
 
 __all__ = ["LiveTelemetry", "SpanShipper", "sampled"]
 
@@ -227,7 +226,8 @@ class LiveTelemetry:
 
     def __init__(self, config: TelemetryConfig, job_id: str, flush_interval_s: float = 1.0) -> None:
         self._config = config
-        self._spans = LiveSpans(config.capture_content)
+        self.spans = LiveSpans(config.capture_content)
+        """The runs' spans being built; a run restored mid-way is resumed here."""
         self._metrics = _GenAiMetrics(config, job_id, max(flush_interval_s, 1.0) * 5)
         self._shipper = SpanShipper(config, flush_interval_s, self._metrics.record)
 
@@ -245,28 +245,15 @@ class LiveTelemetry:
         """Take one step's events (`EventText`, JSON or models); `run_ended` when the step
         ended its run, whose span then goes out too."""
         models = [_event(e) for e in events]
-        spans = self._spans.add(models)
+        spans = self.spans.add(models)
         if run_ended:
             for run_id in dict.fromkeys(e.run_id for e in models if e.run_id is not None):
-                spans += self._spans.end(run_id)
+                spans += self.spans.end(run_id)
         self._send(spans)
-
-    def resume(
-        self,
-        run_id: str,
-        job_id: str,
-        key: str,
-        started_ms: int,
-        input_id: str,
-        tokens: tuple[int, int],
-        conversation: Sequence[ChatMessage] = (),
-    ) -> None:
-        """A run restored mid-way goes on: see `LiveSpans.resume`."""
-        self._spans.resume(run_id, job_id, key, started_ms, input_id, tokens, conversation)
 
     def end(self, run_id: str) -> None:
         """A run ended without a final step (abandoned): send what is known of it."""
-        self._send(self._spans.end(run_id))
+        self._send(self.spans.end(run_id))
 
     def _send(self, spans: list[SpanRecord]) -> None:
         if not spans:

@@ -494,7 +494,7 @@ class AgentFunction(KeyedProcessFunction):
         state = RunState.model_validate_json(stored)
         history = self._load_history(now_ms)
         if self._telemetry is not None:  # the run's span goes on from its restored state
-            self._telemetry.resume(
+            self._telemetry.spans.resume(
                 state.run_id,
                 self._config.job_id,
                 state.key,
