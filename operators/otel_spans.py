@@ -288,6 +288,9 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     if payload.usage is not None:
         attributes["gen_ai.usage.input_tokens"] = payload.usage.input_tokens
         attributes["gen_ai.usage.output_tokens"] = payload.usage.output_tokens
+        if payload.usage.cached_input_tokens:
+            cached = payload.usage.cached_input_tokens
+            attributes["gen_ai.usage.cache_read.input_tokens"] = cached
         run.usage[0] += payload.usage.input_tokens
         run.usage[1] += payload.usage.output_tokens
     if payload.attempts is not None:

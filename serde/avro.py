@@ -28,6 +28,7 @@ from typing import Any
 import fastavro
 
 from streamagents.serde.avro_compat import check_compatible
+from streamagents.serde.chat import TokenUsage
 from streamagents.serde.events import AgentEvent, EventText, EventType
 from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
 from streamagents.serde.safe_text import clip, is_credential_name, redact_secrets
@@ -123,6 +124,8 @@ class _VersionShape:
         self.message_metadata = _has_metadata(message)
         self.call_metadata = _has_metadata(call)
         self.interactions = any(f["name"] == "interaction_id" for f in payload["fields"])
+        usage = next(t for t in _field_type(payload, "usage") if isinstance(t, dict))
+        self.cached_tokens = any(f["name"] == "cached_input_tokens" for f in usage["fields"])
 
 
 _SHAPES = {version: _VersionShape(schema) for version, schema in _SCHEMAS.items()}
@@ -264,6 +267,12 @@ class _Encoder:
             record["metadata"] = _metadata(message.metadata, self.limit)
         return record
 
+    def usage(self, usage: TokenUsage) -> dict[str, int]:
+        record = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+        if self.shape.cached_tokens:
+            record["cached_input_tokens"] = usage.cached_input_tokens
+        return record
+
     def event(self, event: AgentEvent) -> dict[str, Any]:
         payload = event.payload
         event_type = event.event_type.value
@@ -281,12 +290,7 @@ class _Encoder:
                 "messages": [self.message(m) for m in payload.messages],
                 "tool_calls": [self.tool_call(c) for c in payload.tool_calls],
                 "tool_results": [self.message(m) for m in payload.tool_results],
-                "usage": None
-                if usage is None
-                else (
-                    _TOKEN_USAGE,
-                    {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
-                ),
+                "usage": None if usage is None else (_TOKEN_USAGE, self.usage(usage)),
                 "model": _string(payload.model),
                 "latency_ms": _double(payload.latency_ms),
                 "error_class": _string(payload.error_class),

@@ -33,6 +33,11 @@ class TokenUsage(BaseModel):
 
     input_tokens: int = Field(default=0, ge=0, description="Prompt tokens.")
     output_tokens: int = Field(default=0, ge=0, description="Completion tokens.")
+    cached_input_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="Of the input tokens, those the provider served from its cache.",
+    )
 
     @property
     def total_tokens(self) -> int:

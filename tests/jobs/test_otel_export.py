@@ -105,6 +105,7 @@ def test_spans_follow_the_genai_conventions_with_parent_links(sample: SampleLog)
         "gen_ai.usage.output_tokens": 15,
         "gen_ai.response.id": "run-alice.0002-interaction",
     }
+    assert attributes(chats[1])["gen_ai.usage.cache_read.input_tokens"] == 256
     assert chats[0].kind == Span.SPAN_KIND_CLIENT
     assert chats[0].end_time_unix_nano - chats[0].start_time_unix_nano >= 395_000_000
     assert chats[0].span_id == span_id_for("run-alice.0002").to_bytes(8, "big")

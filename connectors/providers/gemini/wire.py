@@ -290,6 +290,9 @@ def from_response(response: Any, *, model: str, latency_ms: float = 0.0) -> Chat
             input_tokens=_count(usage, "promptTokenCount", "prompt_token_count"),
             output_tokens=_count(usage, "candidatesTokenCount", "candidates_token_count")
             + _count(usage, "thoughtsTokenCount", "thoughts_token_count"),
+            cached_input_tokens=_count(
+                usage, "cachedContentTokenCount", "cached_content_token_count"
+            ),
         ),
         finish_reason=None if finish is None else str(finish),
         model_version=_field(response, "modelVersion", "model_version") or model,
