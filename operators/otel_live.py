@@ -86,8 +86,6 @@ class SpanShipper:
         """Spans the collector accepted."""
         self.dropped = 0
         """Spans lost: the queue was full, or their export failed."""
-        self.failed_exports = 0
-        """Export requests that failed."""
         self._thread = threading.Thread(target=self._run, name="streamagents-otel", daemon=True)
         self._thread.start()
 
@@ -141,16 +139,19 @@ class SpanShipper:
                 if ok:
                     self.exported += len(batch)
                 else:
-                    self.failed_exports += 1
                     self.dropped += len(batch)
 
     def _observe(self) -> None:
         with self._wake:
             observed = list(self._observed)
             self._observed.clear()
-        if self._observer is not None:
-            for span in observed:
+        if self._observer is None:
+            return
+        for span in observed:
+            try:
                 self._observer(span)
+            except Exception as error:  # a metric lost, never the export thread
+                _log.warning("recording a span's metrics failed: %s", type(error).__name__)
 
     def close(self, timeout_s: float = 2.0) -> None:
         """Send what waits within `timeout_s`, drop (and count) the rest, stop the thread."""
