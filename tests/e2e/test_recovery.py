@@ -30,6 +30,7 @@ from otlp_collector import attributes, received_spans
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.operators.otel_spans import span_id_for, spans_from_events, trace_id_for
+from streamagents.serde.events import EventType
 
 pytestmark = pytest.mark.e2e
 
@@ -299,10 +300,11 @@ def test_a_restored_run_continues_its_trace_with_the_ids_of_its_event_log(
     (tmp_path / "inputs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in photos))
     script = InteractionsPhotoScript(hold_s=60)
     ok = StubReply(b"", headers={})
+    log = tmp_path / "events"
     with LoopbackStubServer(lambda _request: ok) as collector, LoopbackStubServer(script) as stub:
         options = (
             *("--provider", "gemini-interactions", "--tool", "e2e_tools:make_image"),
-            *("--event-log", str(tmp_path / "events"), "--telemetry", collector.url),
+            *("--event-log", str(log), "--telemetry", collector.url),
             *("--telemetry-header", f"Authorization={HEADER_SECRET}"),
         )
         held = continuations_checkpointed(tmp_path, stub, len(photos))
@@ -316,13 +318,16 @@ def test_a_restored_run_continues_its_trace_with_the_ids_of_its_event_log(
         before = received_spans(collector, "operator-recovery")
         script.hold_s = 0
 
-        def runs_sent() -> bool:
+        def runs_sent_and_logged() -> bool:  # the log's flusher writes every few seconds
             spans = received_spans(collector, "operator-recovery")
-            return sum(not s.parent_span_id for s in spans) == len(photos)
+            if sum(not s.parent_span_id for s in spans) < len(photos):
+                return False
+            events = read_events(log, typed=True, include_in_progress=True, damaged=[])
+            return sum(e.event_type is EventType.OUTPUT for e in events) == len(photos)
 
         run_until(
             job_command("run", tmp_path, stub, *options, "--restore", str(checkpoint)),
-            runs_sent,
+            runs_sent_and_logged,
         )
         spans = received_spans(collector, "operator-recovery")
         assert all(r.headers["authorization"] == HEADER_SECRET for r in collector.requests)
@@ -355,7 +360,7 @@ def test_a_restored_run_continues_its_trace_with_the_ids_of_its_event_log(
         assert attributes(last)["gen_ai.response.id"] == f"int-{key[1]}-2"
         image = json.loads(attributes(last)["gen_ai.input.messages"])[-1]["parts"][-1]
         assert image["type"] == "uri" and image["mime_type"] == "image/png"
-    events = read_events(tmp_path / "events", typed=True, include_in_progress=True)
+    events = read_events(log, typed=True, include_in_progress=True)
     offline = spans_from_events(events)
     assert {(s.trace_id, s.span_id, s.parent_span_id, s.name) for s in offline} == {
         (
