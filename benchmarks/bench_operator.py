@@ -8,13 +8,16 @@ Prints, in one run:
    keyed-state job (parse JSON, read and write a ValueState, emit) over the same kind of
    records (more of them, so that its much shorter run is still measurable);
 3. keyed-state bytes per key after 10 turns per key whose inputs carry 5 x 1 MB images,
-   from the size of a checkpoint taken after the last turn.
+   from the size of a checkpoint taken after the last turn;
+4. the per-turn cost of live telemetry: the 0 ms model with telemetry off, on (spans and
+   metrics to a loopback OTLP collector) and on with content, alternated twice.
 
-Run: `python benchmarks/bench_operator.py` (about 2-3 minutes).
+Run: `python benchmarks/bench_operator.py` (about 3-4 minutes); `--telemetry` runs only 4.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import contextlib
@@ -38,9 +41,16 @@ from pyflink.datastream.connectors.file_system import (
 )
 from pyflink.datastream.state import ValueStateDescriptor
 
+from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel
-from streamagents.operators.agent import AgentConfig, AgentRuntime, ModelSpec, ToolRegistry
+from streamagents.operators.agent import (
+    AgentConfig,
+    AgentRuntime,
+    ModelSpec,
+    TelemetryConfig,
+    ToolRegistry,
+)
 from streamagents.operators.flink import agent_stream, configure_environment
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
 from streamagents.serde.messages import ChatMessage
@@ -74,13 +84,16 @@ def test_double_runtime(config: AgentConfig, latency_s: float) -> AgentRuntime:
     return AgentRuntime(config, model, ToolRegistry(), MediaStore(config.media_store))
 
 
-def agent_config(workdir: Path, max_in_flight: int) -> AgentConfig:
+def agent_config(
+    workdir: Path, max_in_flight: int, telemetry: TelemetryConfig | None = None
+) -> AgentConfig:
     """The benchmark agent: no tools, default budgets and memory."""
     return AgentConfig(
         job_id="bench",
         model=ModelSpec(provider="test-double", model="fixed-latency"),
         max_in_flight=max_in_flight,
         media_store=str(workdir / "media"),
+        telemetry=telemetry,
     )
 
 
@@ -113,12 +126,19 @@ def timed_collect(stream: Any) -> tuple[int, float]:
     return count, last - first
 
 
-def agent_turns_per_s(workdir: Path, max_in_flight: int, latency_s: float, count: int) -> float:
+def agent_turns_per_s(
+    workdir: Path,
+    max_in_flight: int,
+    latency_s: float,
+    count: int,
+    telemetry: TelemetryConfig | None = None,
+) -> float:
     """Turns/s of one agent subtask over `count` inputs on count/2 keys."""
     env = environment()
     lines = env.from_collection(text_inputs(count, max(1, count // 2)), Types.STRING())
     factory = functools.partial(test_double_runtime, latency_s=latency_s)
-    streams = agent_stream(lines, agent_config(workdir, max_in_flight), factory)
+    config = agent_config(workdir, max_in_flight, telemetry)
+    streams = agent_stream(lines, config, factory)
     done, seconds = timed_collect(streams.outputs)
     assert done == count, f"{done} outputs for {count} inputs"
     return (count - 1) / seconds
@@ -229,11 +249,44 @@ def state_bytes_per_key(workdir: Path, keys: int = 2, turns: int = 10) -> tuple[
     return total / keys, total
 
 
+def telemetry_cost(workdir: Path, count: int = 5000) -> None:
+    """Print the per-turn cost of the 0 ms model with telemetry off, on, and on with content
+    (alternated twice), spans and metrics going to a loopback collector in this process."""
+    ok = StubReply(b"", headers={})
+    with LoopbackStubServer(lambda _request: ok) as collector:
+        settings = {
+            "off": None,
+            "on": TelemetryConfig(otlp_endpoint=collector.url),
+            "on + content": TelemetryConfig(otlp_endpoint=collector.url, capture_content=True),
+        }
+        times: dict[str, list[float]] = {name: [] for name in settings}
+        for _ in range(2):
+            for name, telemetry in settings.items():
+                rate = agent_turns_per_s(workdir, 64, 0.0, count, telemetry)
+                times[name].append(1000 / rate)
+        spans = sum(r.path == "/v1/traces" for r in collector.requests)
+    base = min(times["off"])
+    for name, measured in times.items():
+        best = min(measured)
+        print(
+            f"{'telemetry ' + name:>23}: {best:6.3f} ms/turn (runs {measured[0]:.3f}, "
+            f"{measured[1]:.3f}), {best / base:5.2f}x off, {best - base:+.3f} ms/turn"
+        )
+    print(f"{'collector':>23}: {spans} span requests received")
+
+
 def main() -> None:
     """Run every measurement and print the figures side by side."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--telemetry", action="store_true", help="Run only section 4.")
+    args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-operator-"))
     try:
         print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
+        if args.telemetry:
+            print("\n4. live telemetry, 0 ms test-double model (5000 inputs per run)")
+            telemetry_cost(workdir)
+            return
         print(f"\n1. turns/s per subtask, {LATENCY_S * 1000:.0f} ms test-double model")
         print(f"{'max_in_flight':>14} {'inputs':>7} {'turns/s':>9} {'limit':>7} {'ratio':>6}")
         for max_in_flight, count in ((1, 25), (8, 200), (64, 2000)):
@@ -253,6 +306,8 @@ def main() -> None:
         print("\n3. keyed state after 10 turns per key, each input with 5 x 1 MB images")
         per_key, total = state_bytes_per_key(workdir)
         print(f"checkpoint {total} bytes for 2 keys: {per_key / 1024:.1f} KiB per key (target 16)")
+        print("\n4. live telemetry, 0 ms test-double model (5000 inputs per run)")
+        telemetry_cost(workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from streamagents.connectors.eventlog import finalize_in_progress
 from streamagents.jobs._job_stop import StopError, finish_when_answered, stop_with_savepoint
@@ -43,6 +44,7 @@ from streamagents.jobs.cluster import (
 )
 from streamagents.jobs.graph import bounded_input
 from streamagents.jobs.spec import JobSpec, LoadedSpec, SpecError, check_runnable, load_spec
+from streamagents.operators.agent.config import TelemetryConfig
 
 __all__ = ["register"]
 
@@ -133,7 +135,21 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"  approvals  requests to {spec.sinks.approval_requests.describe()}")
     if spec.event_log is not None:
         print(f"  event log  {spec.event_log.describe()} ({spec.event_log.level})")
+    if loaded.telemetry is not None:
+        print(f"  telemetry  {_describe_telemetry(loaded.telemetry)}")
     return 0
+
+
+def _describe_telemetry(telemetry: TelemetryConfig) -> str:
+    """Where spans and metrics go, for a person: the collector's host (no user info, no
+    header values), the sample ratio, whether content is captured."""
+    url = urlsplit(telemetry.otlp_endpoint)
+    content = "with content" if telemetry.capture_content else "no content"
+    return (
+        f"OTLP to {url.scheme}://{url.hostname}{f':{url.port}' if url.port else ''} "
+        f"(sample {telemetry.sample_ratio:g}, {content}, headers: "
+        f"{', '.join(sorted(telemetry.headers)) or 'none'})"
+    )
 
 
 def _watch(

@@ -121,6 +121,7 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
         offload_threshold_bytes=agent.offload_threshold_bytes,
         input_limits=agent.input_limits,
         event_log_level=level,
+        telemetry=loaded.telemetry,
         tool_timeout_s=agent.tool_timeout_s,
         max_tool_result_bytes=agent.max_tool_result_bytes,
         builtin_tools=agent.builtin_tools,

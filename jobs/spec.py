@@ -10,6 +10,7 @@ Relative paths in the spec are relative to the spec file's directory.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import sys
 import types
@@ -24,6 +25,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -32,6 +34,7 @@ from pydantic import (
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
 from streamagents.connectors.providers import PROVIDERS
+from streamagents.jobs._telemetry_env import TelemetryEnvError, telemetry_config
 from streamagents.jobs._yaml_source import (
     FieldPath,
     LoadedYaml,
@@ -46,11 +49,13 @@ from streamagents.operators.agent.config import (
     ContextCacheConfig,
     InputLimits,
     MemoryConfig,
+    TelemetryConfig,
     ToolRef,
     WaitingInputs,
     gemini_extras_problem,
 )
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES, load_tool
+from streamagents.operators.otel_sdk import OtelMissingError, require_otel
 
 __all__ = [
     "AgentSpec",
@@ -67,6 +72,7 @@ __all__ = [
     "SourceSpec",
     "SpecError",
     "SpecProblem",
+    "TelemetrySpec",
     "check_runnable",
     "kafka_parts",
     "load_spec",
@@ -396,6 +402,28 @@ class CheckpointSpec(_SpecModel):
     )
 
 
+class TelemetrySpec(_SpecModel):
+    """Live OpenTelemetry traces and metrics from the running job (needs `streamagents[otel]`);
+    a field left out comes from the standard `OTEL_*` environment variables."""
+
+    otlp_endpoint: str | None = Field(
+        default=None,
+        pattern=r"^https?://\S+$",
+        description="OTLP/HTTP collector URL (default: $OTEL_EXPORTER_OTLP_ENDPOINT).",
+    )
+    headers: dict[str, SecretStr] | None = Field(
+        default=None,
+        description="HTTP headers for the collector, secrets (default: "
+        "$OTEL_EXPORTER_OTLP_HEADERS).",
+    )
+    sample_ratio: float | None = Field(
+        default=None, ge=0, le=1, description="Share of runs traced (default 1)."
+    )
+    capture_content: bool | None = Field(
+        default=None, description="Message text and tool arguments/results in spans (off)."
+    )
+
+
 class JobSpec(_SpecModel):
     """A whole streaming agent job."""
 
@@ -408,6 +436,9 @@ class JobSpec(_SpecModel):
     agent: AgentSpec = Field(description="The agent run for each input.")
     media_store: PathOrUri = Field(default="media", description="Media store: path or URI.")
     event_log: EventLogSpec | None = Field(default=None, description="The event log.")
+    telemetry: TelemetrySpec | None = Field(
+        default=None, description="Live OpenTelemetry traces and metrics."
+    )
     sinks: SinksSpec = Field(description="Outputs and dead letters.")
     parallelism: int = Field(default=1, ge=1, description="Parallelism of the job.")
     checkpointing: CheckpointSpec = Field(
@@ -464,6 +495,8 @@ class LoadedSpec:
     path: Path
     model: ModelEntry
     source: LoadedYaml
+    telemetry: TelemetryConfig | None = None
+    """The telemetry the job sends: the spec's `telemetry` block and the `OTEL_*` variables."""
 
     @property
     def base_dir(self) -> Path:
@@ -506,7 +539,15 @@ def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> Loa
         )
         raise SpecError(str(file), _redacted(problems, loaded)) from None
     model = _choose_model(spec, loaded, str(file))
-    return LoadedSpec(spec=spec, path=file.resolve(), model=model, source=loaded)
+    try:
+        given = None if spec.telemetry is None else dict(spec.telemetry)
+        telemetry = telemetry_config(given, os.environ if environ is None else environ)
+    except TelemetryEnvError as exc:
+        line = loaded.source_map.line_of(("telemetry",)) if spec.telemetry else None
+        raise SpecError(str(file), [SpecProblem(line, "telemetry", str(exc))]) from None
+    return LoadedSpec(
+        spec=spec, path=file.resolve(), model=model, source=loaded, telemetry=telemetry
+    )
 
 
 def check_runnable(loaded: LoadedSpec) -> None:
@@ -549,6 +590,13 @@ def check_runnable(loaded: LoadedSpec) -> None:
                 )
             )
     problems += _kafka_problems(loaded)
+    if loaded.telemetry is not None:
+        try:
+            require_otel()
+        except OtelMissingError as exc:
+            line = loaded.source.source_map.line_of(("telemetry",))
+            given = "set" if loaded.spec.telemetry is not None else "set by OTEL_* variables"
+            problems.append(SpecProblem(line, "telemetry", f"{given}, but {exc}"))
     if problems:
         raise SpecError(str(loaded.path), _redacted(problems, loaded.source))
 

@@ -17,6 +17,7 @@ from streamagents.operators.agent.config import (
     InputLimits,
     MemoryConfig,
     ModelSpec,
+    TelemetryConfig,
 )
 from streamagents.operators.agent.runtime import AgentRuntime
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool, tool
@@ -28,6 +29,7 @@ __all__ = [
     "InputLimits",
     "MemoryConfig",
     "ModelSpec",
+    "TelemetryConfig",
     "Tool",
     "ToolRegistry",
     "load_tool",

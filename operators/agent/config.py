@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
@@ -24,6 +24,7 @@ __all__ = [
     "InputLimits",
     "MemoryConfig",
     "ModelSpec",
+    "TelemetryConfig",
     "ToolRef",
     "gemini_extras_problem",
     "redact_options",
@@ -222,6 +223,35 @@ ApprovalTimeout = Annotated[
 ]
 """The default wait for a decision on a tool call (`approval_timeout_s`)."""
 
+
+class TelemetryConfig(BaseModel):
+    """Where the operator sends live OpenTelemetry spans and metrics, and what spans hold.
+
+    Header values are secrets (`SecretStr`): no repr, log line or error shows them."""
+
+    model_config = _MODEL_CONFIG
+
+    otlp_endpoint: str = Field(
+        pattern=r"^https?://\S+$",
+        description="OTLP/HTTP collector URL; a bare host gets /v1/traces and /v1/metrics.",
+    )
+    headers: dict[str, SecretStr] = Field(
+        default_factory=dict, description="HTTP headers for the collector (e.g. Authorization)."
+    )
+    sample_ratio: float = Field(
+        default=1.0, ge=0, le=1, description="Share of runs traced, decided by the trace id."
+    )
+    capture_content: bool = Field(
+        default=False, description="Put message text and tool arguments/results in spans."
+    )
+    max_queue_spans: int = Field(
+        default=2048, ge=1, description="Spans waiting for export; more are dropped and counted."
+    )
+    export_timeout_s: float = Field(
+        default=10.0, gt=0, le=300, description="Timeout of one export request."
+    )
+
+
 WaitingInputs = Annotated[
     int,
     Field(
@@ -291,6 +321,9 @@ class AgentConfig(BaseModel):
     )
     event_log_level: str = Field(
         default="standard", description='Event log level: "off", "standard" or "verbose".'
+    )
+    telemetry: TelemetryConfig | None = Field(
+        default=None, description="Live OpenTelemetry spans and metrics; None sends none."
     )
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
     max_tool_result_bytes: int = Field(

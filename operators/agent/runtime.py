@@ -252,10 +252,11 @@ class _Run:
         self.events: list[str] = []
 
     def emit(self, event_type: str, upstream: str | None = None, **payload: Any) -> str:
-        """Record an event of the run (unless the log is off); returns its id."""
+        """Record an event of the run (unless neither the log nor telemetry wants it);
+        returns its id."""
         sequence = self.data["sequence"] + 1
         event_id = event_id_for(self.data["run_id"], sequence)
-        if self.runtime.config.event_log_level != "off":
+        if self.runtime.wants_events:
             for field in ("messages", "tool_results"):
                 if field in payload:
                     payload[field] = [self.runtime.loggable(m) for m in payload[field]]
@@ -310,6 +311,8 @@ class AgentRuntime:
         """Wall clock `perform` bounds calls by (the engine's now_ms uses the same clock)."""
         self.documents = documents_message(config.documents, store)
         """The agent's documents, the first user message of every request (None: none)."""
+        self.wants_events = config.event_log_level != "off" or config.telemetry is not None
+        """Whether steps produce events: for the event log, or for the spans built from them."""
 
     @classmethod
     def from_config(cls, config: AgentConfig) -> AgentRuntime:

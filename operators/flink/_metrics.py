@@ -68,6 +68,8 @@ class EngineMetrics:
         self.in_flight = Level(group.counter("in_flight"))
         self.busy_keys = Level(group.counter("busy_keys"))
         self.waiting_inputs = Level(group.counter("waiting_inputs"))
+        self.spans_exported = Level(group.counter("spans_exported"))
+        self.spans_dropped = Level(group.counter("spans_dropped"))
         self._latency = group.distribution("model_latency_ms")
         self._recent: deque[int] = deque(maxlen=_WINDOW)
         self._observed = 0

@@ -27,6 +27,9 @@ With a memory TTL, a run that ends sets a processing-time cleanup timer at its h
 expiry (the due time is kept in keyed state); when it fires on an idle key whose history
 has expired, the history leaves state. Flink's own state TTL is not used: building its
 config needs the Py4J gateway, which a TaskManager's embedded Python does not have.
+
+With telemetry configured, each step's events also go to a `LiveTelemetry`, which builds
+their OpenTelemetry spans and exports them from its own thread (see docs/observability.md).
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ from streamagents.operators.flink._poll_schedule import PollSchedule
 from streamagents.operators.flink._sdk_logging import quiet_sdk_loggers
 from streamagents.operators.flink._stored_history import StoredHistory
 from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
+from streamagents.operators.otel_live import LiveTelemetry
 from streamagents.serde.messages import ChatMessage
 
 __all__ = [
@@ -192,12 +196,20 @@ class AgentFunction(KeyedProcessFunction):
         self._metrics = EngineMetrics(runtime_context.get_metrics_group().add_group("streamagents"))
         if self._event_log is not None:
             self._event_log.open(runtime_context)
+        telemetry = self._config.telemetry
+        self._telemetry = (
+            None
+            if telemetry is None
+            else self._off_task(LiveTelemetry, telemetry, self._config.job_id)
+        )
 
     def close(self) -> None:
         """Stop the loop thread (cancelling calls still running) and close the runtime."""
         self._closed = True
         self._calls.clear()
         self._loop.stop(self._runtime.aclose)
+        if self._telemetry is not None:
+            self._off_task(self._telemetry.close)
         self._steps.shutdown(wait=False)
         if self._event_log is not None:
             self._event_log.close()
@@ -351,6 +363,9 @@ class AgentFunction(KeyedProcessFunction):
     ) -> Iterator[Any]:
         """Emit a step's records and keep or end its run; returns whether the run goes on."""
         yield from self._emit_events(step.events)
+        if self._telemetry is not None:
+            self._telemetry.events(step.events, run_ended=step.state is None)
+            self._count_spans()
         if step.dead_letter is not None:
             self._metrics.dead_letters.inc()
             yield DEAD_LETTERS_TAG, step.dead_letter
@@ -435,6 +450,8 @@ class AgentFunction(KeyedProcessFunction):
             if events:
                 self._event_log.write_events(events)
             return
+        if self._config.event_log_level == "off":  # made for telemetry only
+            return
         for event in events:
             yield EVENTS_TAG, event
 
@@ -452,6 +469,12 @@ class AgentFunction(KeyedProcessFunction):
         self._calls[key] = call
         self._count_calls()
         self._arm(call, ctx, now_ms)
+
+    def _count_spans(self) -> None:
+        """Move the telemetry counters to the exporter's figures (task thread only)."""
+        assert self._telemetry is not None
+        self._metrics.spans_exported.set(self._telemetry.exported)
+        self._metrics.spans_dropped.set(self._telemetry.dropped)
 
     def _count_calls(self) -> None:
         """Move the in-flight and busy-key levels to the current counts (task thread only)."""
@@ -564,6 +587,16 @@ class AgentFunction(KeyedProcessFunction):
             yield from self._wake_parked(state, key, ctx, now_ms)
             return
         history = self._load_history(now_ms)
+        if self._telemetry is not None:  # the run's span goes on from its restored state
+            self._telemetry.spans.resume(
+                state.run_id,
+                self._config.job_id,
+                state.key,
+                state.started_ms,
+                state.input_id,
+                (state.input_tokens, state.output_tokens),
+                state.messages,
+            )
         tail = self._queue_tail.value()
         if tail is not None:  # count the restored queue towards `max_waiting_inputs`
             self._count_waiting(tail - (self._queue_head.value() or 0))
@@ -629,6 +662,8 @@ class AgentFunction(KeyedProcessFunction):
         self._metrics.dead_letters.inc()
         error_info = ErrorInfo.from_exception(error)
         yield DEAD_LETTERS_TAG, self._off_task(self._runtime.dead_letter, call.state, error_info)
+        if self._telemetry is not None:
+            self._telemetry.end(call.state.run_id)
         self._run.clear()
         self._arm_cleanup(ctx, None)
         yield from self._begin(self._dequeue(), key, ctx)

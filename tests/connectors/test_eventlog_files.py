@@ -57,7 +57,7 @@ def _run_events(key: str = "k1") -> list[AgentEvent]:
             sequence=1,
             messages=[answer],
             tool_calls=answer.tool_calls,
-            usage=TokenUsage(input_tokens=12, output_tokens=5),
+            usage=TokenUsage(input_tokens=12, output_tokens=5, cached_tokens=4),
             model="gemini-2.5-flash",
             latency_ms=41.0,
             finish_reason="stop",
@@ -90,7 +90,7 @@ def test_plain_fastavro_reader_reads_a_file_without_streamagents_code(tmp_path: 
     assert records[1]["payload"]["usage"] == {
         "input_tokens": 12,
         "output_tokens": 5,
-        "cached_tokens": 0,
+        "cached_tokens": 4,
     }
     assert records[1]["payload"]["tool_calls"][0]["metadata"] == {"sig": {"bytes": b"\x01\x02"}}
     assert records[2]["payload"]["tool_results"][0]["is_error"] is True
@@ -149,12 +149,14 @@ def test_v3_records_the_interaction_and_the_continuation(tmp_path: Path) -> None
 def test_read_events_resolves_files_of_every_version_to_the_requested_one(
     tmp_path: Path,
 ) -> None:
-    for version in (1, 2, 3):
+    for version in (1, 2, 3, 4, 5):
         with EventLogWriter(tmp_path, version=version, prefix=f"v{version}") as writer:
             writer.write_all(_run_events(key=f"k{version}"))
     newest = list(read_events(tmp_path))
     oldest = list(read_events(tmp_path, version=1))
-    assert len(newest) == len(oldest) == 12
+    assert len(newest) == len(oldest) == 20
+    cached = sorted(r["payload"]["usage"]["cached_tokens"] for r in newest if r["payload"]["usage"])
+    assert cached == [0, 0, 0, 4, 4]  # files of v1-v3 lack the field: it takes its default
     assert all("continued_from" in r["payload"] for r in newest)
     assert not any("cost_usd" in r["payload"] for r in oldest)
 

@@ -29,8 +29,12 @@ from typing import Any
 import pytest
 from doubles import GeminiScript, InteractionsPhotoScript
 from e2e_tools import image_bytes, refunds_made
+from otlp_collector import attributes, received_spans
 
-from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.connectors.eventlog import read_events
+from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
+from streamagents.operators.otel_spans import span_id_for, spans_from_events, trace_id_for
+from streamagents.serde.events import EventType
 
 pytestmark = pytest.mark.e2e
 
@@ -320,3 +324,95 @@ def test_a_parked_run_survives_a_kill_and_completes_on_a_decision_after_the_rest
     assert (output["id"], output["status"], output["text"]) == ("park-1", "ok", "refund handled")
     assert refunds_made(order) == [30]  # made once, after the restore, on the decision
     assert len(committed_lines(requests)) == 1  # the restored run did not ask again
+
+
+HEADER_SECRET = "Bearer collector-token-0123456789abcdef"
+
+
+def test_a_restored_run_continues_its_trace_with_the_ids_of_its_event_log(
+    tmp_path: Path,
+) -> None:
+    """Live spans from a job killed mid-run and restored: the restored runs' spans join the
+    traces begun before the kill, and every id is the one the offline export of the event
+    log gives; no span holds media bytes, the API key or the collector's header."""
+    photos = [{"id": f"photo-{n}", "key": f"p{n}", "text": f"scenario:photo {n}"} for n in (1, 2)]
+    (tmp_path / "inputs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in photos))
+    script = InteractionsPhotoScript(hold_s=60)
+    ok = StubReply(b"", headers={})
+    log = tmp_path / "events"
+    with LoopbackStubServer(lambda _request: ok) as collector, LoopbackStubServer(script) as stub:
+        options = (
+            *("--provider", "gemini-interactions", "--tool", "e2e_tools:make_image"),
+            *("--event-log", str(log), "--telemetry", collector.url),
+            *("--telemetry-header", f"Authorization={HEADER_SECRET}"),
+        )
+        held = continuations_checkpointed(tmp_path, stub, len(photos))
+
+        def first_steps_sent() -> bool:  # each run's first model call and tool call
+            return held() and len(received_spans(collector, "operator-recovery")) >= 4
+
+        run_until(job_command("run", tmp_path, stub, *options), first_steps_sent)
+        checkpoint = latest_checkpoint(tmp_path)
+        assert checkpoint is not None
+        before = received_spans(collector, "operator-recovery")
+        script.hold_s = 0
+
+        def runs_sent_and_logged() -> bool:  # the log's flusher writes every few seconds
+            spans = received_spans(collector, "operator-recovery")
+            if sum(not s.parent_span_id for s in spans) < len(photos):
+                return False
+            events = read_events(log, typed=True, include_in_progress=True, damaged=[])
+            return sum(e.event_type is EventType.OUTPUT for e in events) == len(photos)
+
+        run_until(
+            job_command("run", tmp_path, stub, *options, "--restore", str(checkpoint)),
+            runs_sent_and_logged,
+        )
+        spans = received_spans(collector, "operator-recovery")
+        assert all(r.headers["authorization"] == HEADER_SECRET for r in collector.requests)
+    assert sorted(s.name for s in before) == [
+        "chat gemini-3-flash-preview",
+        "chat gemini-3-flash-preview",
+        "execute_tool make_image",
+        "execute_tool make_image",
+    ]
+    assert len(spans) == len({s.span_id for s in spans}) == 8  # nothing sent twice
+    roots = {attributes(s)["streamagents.key"]: s for s in spans if not s.parent_span_id}
+    assert set(roots) == {"p1", "p2"}
+    for key, root in roots.items():
+        run_id = attributes(root)["streamagents.run_id"]
+        assert root.trace_id == trace_id_for(run_id).to_bytes(16, "big")
+        assert root.span_id == span_id_for(run_id).to_bytes(8, "big")
+        assert root.name == "invoke_agent operator-recovery"
+        assert attributes(root)["streamagents.status"] == "ok"
+        assert attributes(root)["streamagents.input_id"] == f"photo-{key[1]}"
+        children = [s for s in spans if s.trace_id == root.trace_id and s is not root]
+        assert sorted(s.name for s in children) == [
+            "chat gemini-3-flash-preview",
+            "chat gemini-3-flash-preview",
+            "execute_tool make_image",
+        ]
+        assert all(s.parent_span_id == root.span_id for s in children)
+        assert all(root.start_time_unix_nano <= s.start_time_unix_nano for s in children)
+        # The call performed again after the restore continues the stored interaction.
+        last = max(children, key=lambda s: s.start_time_unix_nano)
+        assert attributes(last)["gen_ai.response.id"] == f"int-{key[1]}-2"
+        image = json.loads(attributes(last)["gen_ai.input.messages"])[-1]["parts"][-1]
+        assert image["type"] == "uri" and image["mime_type"] == "image/png"
+    events = read_events(log, typed=True, include_in_progress=True)
+    offline = spans_from_events(events)
+    assert {(s.trace_id, s.span_id, s.parent_span_id, s.name) for s in offline} == {
+        (
+            int.from_bytes(s.trace_id, "big"),
+            int.from_bytes(s.span_id, "big"),
+            int.from_bytes(s.parent_span_id, "big") or None,
+            s.name,
+        )
+        for s in spans
+    }
+    raw = b"".join(s.SerializeToString() for s in spans)
+    media = [f.read_bytes() for f in (tmp_path / "media").rglob("*") if f.is_file()]
+    assert any(image_bytes(1) == m for m in media)
+    for data in media:
+        assert data[:200] not in raw and base64.b64encode(data)[:200] not in raw
+    assert b"test-key" not in raw and HEADER_SECRET.encode() not in raw

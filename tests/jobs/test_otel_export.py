@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+from otlp_collector import attributes, received_spans
 from sample_runs import HOSTILE, SECRET, SampleLog, write_sample_log
 
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
-from streamagents.jobs._otel_spans import span_id_for, spans_from_events, trace_id_for
 from streamagents.jobs.cli import main
+from streamagents.operators.otel_spans import span_id_for, spans_from_events, trace_id_for
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -32,32 +32,9 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleLog:
     return write_sample_log(tmp_path_factory.mktemp("sample"))
 
 
-def _value(any_value: Any) -> Any:
-    kind = any_value.WhichOneof("value")
-    if kind == "array_value":
-        return tuple(_value(v) for v in any_value.array_value.values)
-    return getattr(any_value, kind)
-
-
-def _attrs(span: Span) -> dict[str, Any]:
-    return {a.key: _value(a.value) for a in span.attributes}
-
-
 def _received(stub: LoopbackStubServer) -> list[Span]:
-    spans = []
-    for request in stub.requests:
-        assert request.path == "/v1/traces"
-        assert {k.lower(): v for k, v in request.headers.items()}[
-            "content-type"
-        ] == "application/x-protobuf"
-        message = ExportTraceServiceRequest.FromString(request.body)
-        for resource in message.resource_spans:
-            resource_attrs = {a.key: _value(a.value) for a in resource.resource.attributes}
-            assert resource_attrs["service.name"] == "streamagents"
-            assert resource_attrs["streamagents.job_id"] == "sample-job"
-            for scope in resource.scope_spans:
-                spans.extend(scope.spans)
-    return spans
+    assert all(request.path == "/v1/traces" for request in stub.requests)
+    return received_spans(stub)
 
 
 def _export(sample: SampleLog, *extra: str) -> list[Span]:
@@ -80,7 +57,7 @@ def test_spans_follow_the_genai_conventions_with_parent_links(sample: SampleLog)
         "execute_tool lookup",
         "invoke_agent sample-job",
     ]
-    roots = {_attrs(s)["streamagents.key"]: s for s in by_name["invoke_agent sample-job"]}
+    roots = {attributes(s)["streamagents.key"]: s for s in by_name["invoke_agent sample-job"]}
     assert set(roots) == {"alice", "bob"}
     alice, bob = roots["alice"], roots["bob"]
     assert alice.trace_id == trace_id_for("run-alice").to_bytes(16, "big")
@@ -92,7 +69,7 @@ def test_spans_follow_the_genai_conventions_with_parent_links(sample: SampleLog)
             assert span.parent_span_id == root.span_id
             assert root.start_time_unix_nano <= span.start_time_unix_nano
             assert span.end_time_unix_nano <= root.end_time_unix_nano
-    alice_attrs = _attrs(alice)
+    alice_attrs = attributes(alice)
     expected = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": "sample-job",
@@ -107,7 +84,7 @@ def test_spans_follow_the_genai_conventions_with_parent_links(sample: SampleLog)
     assert {k: alice_attrs.get(k) for k in expected} == expected
     assert alice.status.code == Status.STATUS_CODE_UNSET
     assert alice.kind == Span.SPAN_KIND_INTERNAL
-    bob_attrs = _attrs(bob)
+    bob_attrs = attributes(bob)
     assert bob_attrs["error.type"] == "BudgetExceeded"
     assert bob_attrs["streamagents.budget"] == "max_tool_calls"
     assert bob.status.code == Status.STATUS_CODE_ERROR
@@ -117,7 +94,7 @@ def test_spans_follow_the_genai_conventions_with_parent_links(sample: SampleLog)
         key=lambda s: s.start_time_unix_nano,
     )
     assert len(chats) == 2
-    first = _attrs(chats[0])
+    first = attributes(chats[0])
     assert first == {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "gcp.gemini",
@@ -128,12 +105,13 @@ def test_spans_follow_the_genai_conventions_with_parent_links(sample: SampleLog)
         "gen_ai.usage.output_tokens": 15,
         "gen_ai.response.id": "run-alice.0002-interaction",
     }
+    assert attributes(chats[1])["gen_ai.usage.cache_read.input_tokens"] == 256
     assert chats[0].kind == Span.SPAN_KIND_CLIENT
     assert chats[0].end_time_unix_nano - chats[0].start_time_unix_nano >= 395_000_000
     assert chats[0].span_id == span_id_for("run-alice.0002").to_bytes(8, "big")
 
     (camera,) = by_name["execute_tool camera"]
-    assert _attrs(camera) == {
+    assert attributes(camera) == {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "camera",
         "gen_ai.tool.call.id": "call-1",
@@ -141,8 +119,8 @@ def test_spans_follow_the_genai_conventions_with_parent_links(sample: SampleLog)
         "streamagents.tool.is_error": False,
     }
     (lookup,) = by_name["execute_tool lookup"]
-    assert _attrs(lookup)["error.type"] == "ToolError"
-    assert _attrs(lookup)["streamagents.tool.is_error"] is True
+    assert attributes(lookup)["error.type"] == "ToolError"
+    assert attributes(lookup)["streamagents.tool.is_error"] is True
     assert lookup.status.code == Status.STATUS_CODE_ERROR
 
 
@@ -164,7 +142,7 @@ def test_content_only_when_asked_media_as_uris_never_bytes_or_secrets(sample: Sa
             ("gen_ai.input", "gen_ai.output", "gen_ai.tool.call.arg", "gen_ai.tool.call.res")
         )
         for span in plain
-        for key in _attrs(span)
+        for key in attributes(span)
     )
     captured = _export(sample, "--capture-content")
     raw = b"".join(span.SerializeToString() for span in captured)
@@ -177,9 +155,9 @@ def test_content_only_when_asked_media_as_uris_never_bytes_or_secrets(sample: Sa
     chat = next(
         s
         for s in captured
-        if s.name.startswith("chat") and _attrs(s)["gen_ai.usage.input_tokens"] == 300
+        if s.name.startswith("chat") and attributes(s)["gen_ai.usage.input_tokens"] == 300
     )
-    inputs = json.loads(_attrs(chat)["gen_ai.input.messages"])
+    inputs = json.loads(attributes(chat)["gen_ai.input.messages"])
     assert [m["role"] for m in inputs] == ["user", "assistant", "tool"]
     image = inputs[0]["parts"][1]
     assert image == {
@@ -198,11 +176,11 @@ def test_content_only_when_asked_media_as_uris_never_bytes_or_secrets(sample: Sa
         "response": "picture from north",
     }
     assert inputs[2]["parts"][1]["uri"] == sample.tool_image.uri
-    outputs = json.loads(_attrs(chat)["gen_ai.output.messages"])
+    outputs = json.loads(attributes(chat)["gen_ai.output.messages"])
     assert outputs[0]["finish_reason"] == "STOP"
     lookup = next(s for s in captured if s.name == "execute_tool lookup")
-    assert json.loads(_attrs(lookup)["gen_ai.tool.call.arguments"]) == {"q": HOSTILE}
-    assert _attrs(lookup)["gen_ai.tool.call.result"] == f"failed: {HOSTILE}"
+    assert json.loads(attributes(lookup)["gen_ai.tool.call.arguments"]) == {"q": HOSTILE}
+    assert attributes(lookup)["gen_ai.tool.call.result"] == f"failed: {HOSTILE}"
 
 
 def test_json_file_holds_the_same_spans_in_otlp_json(

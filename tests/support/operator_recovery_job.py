@@ -8,7 +8,9 @@ killed run is never visible.
 
 The model is the `gemini` wire unless `--provider` names another (`gemini-interactions`);
 `--tool module:function` gives the agent a tool, `--approval-tool` one whose calls need
-approval (its requests go to FileSink part files in `--approval-requests`). Modes:
+approval (its requests go to FileSink part files in `--approval-requests`),
+`--event-log DIR` writes the event log, `--telemetry URL` sends live spans there (with
+`--telemetry-header NAME=VALUE`, content captured). Modes:
 
 - `run`: run until killed (optionally restored from `--restore`);
 - `savepoint`: run until `--stop-after` outputs are committed, stop with a savepoint
@@ -33,9 +35,9 @@ from pyflink.datastream.connectors.file_system import (
 )
 from pyflink.java_gateway import get_gateway
 
-from streamagents.operators.agent import AgentConfig, ModelSpec
+from streamagents.operators.agent import AgentConfig, ModelSpec, TelemetryConfig
 from streamagents.operators.agent.config import ToolRef
-from streamagents.operators.flink import agent_stream, configure_environment
+from streamagents.operators.flink import agent_stream, configure_environment, event_log_writer
 
 
 def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
@@ -64,6 +66,14 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
         max_in_flight=8,
         media_store=args.media,
         offload_threshold_bytes=1024,
+        event_log_level="standard" if args.event_log else "off",
+        telemetry=None
+        if args.telemetry is None
+        else TelemetryConfig(
+            otlp_endpoint=args.telemetry,
+            headers=dict(h.split("=", 1) for h in args.telemetry_header),
+            capture_content=True,
+        ),
     )
     source = (
         FileSource.for_record_stream_format(StreamFormat.text_line_format(), args.inputs)
@@ -71,7 +81,8 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
         .build()
     )
     lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "inputs").uid("inputs")
-    streams = agent_stream(lines, config)
+    event_log = event_log_writer(args.event_log) if args.event_log else None
+    streams = agent_stream(lines, config, event_log=event_log)
     sink = (
         FileSink.for_row_format(args.outputs, Encoder.simple_string_encoder())
         .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
@@ -110,6 +121,9 @@ def main() -> None:
     parser.add_argument("--tool", action="append", default=[], help="module:function")
     parser.add_argument("--approval-tool", action="append", default=[], help="module:function")
     parser.add_argument("--approval-requests", help="directory of approval request files")
+    parser.add_argument("--event-log")
+    parser.add_argument("--telemetry", help="OTLP/HTTP collector URL")
+    parser.add_argument("--telemetry-header", action="append", default=[], help="NAME=VALUE")
     args = parser.parse_args()
     env = build(args)
     if args.mode == "run":

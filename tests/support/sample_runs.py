@@ -61,7 +61,7 @@ class _Run:
 
 
 def _chat(
-    run: _Run, upstream: str, answer: ChatMessage, usage: tuple[int, int], finish: str
+    run: _Run, upstream: str, answer: ChatMessage, usage: tuple[int, ...], finish: str
 ) -> str:
     request = run.emit(
         "chat_request",
@@ -74,7 +74,9 @@ def _chat(
         upstream=request,
         after_ms=400,
         messages=[answer],
-        usage=TokenUsage(input_tokens=usage[0], output_tokens=usage[1]),
+        usage=TokenUsage(
+            input_tokens=usage[0], output_tokens=usage[1], cached_tokens=sum(usage[2:])
+        ),
         model="gemini-2.5-flash-001",
         latency_ms=395.0,
         finish_reason=finish,
@@ -122,7 +124,7 @@ def write_sample_log(folder: Path) -> SampleLog:
     answer = ChatMessage(
         role="assistant", content="A red square; the north camera shows a blue one."
     )
-    _chat(alice, last, answer, (300, 20), "STOP")
+    _chat(alice, last, answer, (300, 20, 256), "STOP")  # 256 input tokens from the cache
     alice.emit("output", messages=[answer], attributes={"input_id": "in-1", "status": "ok"})
 
     bob = _Run("bob", T0 + 10_000)

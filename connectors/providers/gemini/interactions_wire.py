@@ -438,6 +438,7 @@ def from_response(
         usage=TokenUsage(
             input_tokens=_tokens(usage, "total_input_tokens"),
             output_tokens=_tokens(usage, "total_output_tokens", "total_thought_tokens"),
+            cached_tokens=_tokens(usage, "total_cached_tokens"),
         ),
         finish_reason=None if status is None else str(status),
         model_version=str(interaction.get("model") or model),

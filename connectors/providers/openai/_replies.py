@@ -50,7 +50,7 @@ def assistant_reply(
     calls: list[ToolCall],
     *,
     finish: str | None,
-    usage: tuple[int | None, int | None] | None,
+    usage: tuple[int | None, int | None, int | None] | None,
     model_version: str,
     latency_ms: float,
     provider: str,
@@ -58,10 +58,14 @@ def assistant_reply(
 ) -> ChatResponse:
     """The neutral response both OpenAI wires build; `empty` explains a silent empty reply."""
     reject_silent_empty(bool(text or calls), finish, provider=provider, explanation=empty)
-    input_tokens, output_tokens = usage or (0, 0)
+    input_tokens, output_tokens, cached = usage or (0, 0, 0)
     return ChatResponse(
         message=ChatMessage(role="assistant", content=text, tool_calls=calls),
-        usage=TokenUsage(input_tokens=input_tokens or 0, output_tokens=output_tokens or 0),
+        usage=TokenUsage(
+            input_tokens=input_tokens or 0,
+            output_tokens=output_tokens or 0,
+            cached_tokens=cached or 0,
+        ),
         finish_reason=finish,
         model_version=model_version,
         latency_ms=latency_ms,

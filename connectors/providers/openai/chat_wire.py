@@ -207,7 +207,11 @@ def from_response(completion: Any, *, model: str, latency_ms: float = 0.0) -> Ch
         str(text),
         calls,
         finish=choice.get("finish_reason") if choice is not None else None,
-        usage=(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        usage=(
+            usage.get("prompt_tokens"),
+            usage.get("completion_tokens"),
+            mapping(usage.get("prompt_tokens_details")).get("cached_tokens"),
+        )
         if isinstance(usage, dict)
         else None,
         model_version=body.get("model") or model,

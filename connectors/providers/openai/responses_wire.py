@@ -175,7 +175,11 @@ def from_response(response: Any, *, model: str, latency_ms: float = 0.0) -> Chat
         "".join(texts),
         calls,
         finish=finish,
-        usage=(usage.get("input_tokens"), usage.get("output_tokens"))
+        usage=(
+            usage.get("input_tokens"),
+            usage.get("output_tokens"),
+            mapping(usage.get("input_tokens_details")).get("cached_tokens"),
+        )
         if isinstance(usage, dict)
         else None,
         model_version=body.get("model") or model,

@@ -584,7 +584,7 @@ STREAM = [
             lifecycle(
                 "completed",
                 "requires_action",
-                usage={"total_input_tokens": 9, "total_output_tokens": 4},
+                usage={"total_input_tokens": 9, "total_output_tokens": 4, "total_cached_tokens": 6},
             ),
         ],
         start=1,
@@ -603,6 +603,7 @@ def check_streamed(reply: Any) -> None:
     ]
     assert (reply.interaction_id, reply.finish_reason) == ("int-s", "requires_action")
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (9, 4)
+    assert reply.usage.cached_tokens == 6
 
 
 def test_a_streamed_reply_is_assembled_from_its_events(stub: LoopbackStubServer) -> None:

@@ -409,6 +409,7 @@ def test_reply_becomes_a_chat_response_with_usage_finish_reason_and_model_versio
                 "promptTokenCount": 11,
                 "candidatesTokenCount": 5,
                 "thoughtsTokenCount": 7,
+                "cachedContentTokenCount": 8,
             },
             "modelVersion": "gemini-3-pro-001",
         }
@@ -418,6 +419,7 @@ def test_reply_becomes_a_chat_response_with_usage_finish_reason_and_model_versio
     assert response.finish_reason == "STOP"
     assert response.model_version == "gemini-3-pro-001"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (11, 12)
+    assert response.usage.cached_tokens == 8
     assert response.latency_ms > 0
     call = response.message.tool_calls[0]
     assert (call.name, call.arguments) == ("weather", {"city": "Oslo"})

@@ -222,7 +222,11 @@ def test_chat_completions_user_media_tools_and_tool_call_round_trip(
                     },
                 }
             ],
-            "usage": {"prompt_tokens": 21, "completion_tokens": 4},
+            "usage": {
+                "prompt_tokens": 21,
+                "completion_tokens": 4,
+                "prompt_tokens_details": {"cached_tokens": 16},
+            },
         }
     )
     model = chat_model(stub)
@@ -266,6 +270,7 @@ def test_chat_completions_user_media_tools_and_tool_call_round_trip(
     assert response.finish_reason == "tool_calls"
     assert response.model_version == "gpt-test-2026"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (21, 4)
+    assert response.usage.cached_tokens == 16
     call = response.message.tool_calls[0]
     assert (call.id, call.name, call.arguments) == ("call_9", "weather", {"city": "Oslo"})
 
@@ -303,7 +308,11 @@ def test_responses_user_media_instructions_tools_and_tool_call_round_trip(
                     "arguments": '{"city": "Oslo"}',
                 },
             ],
-            "usage": {"input_tokens": 30, "output_tokens": 6},
+            "usage": {
+                "input_tokens": 30,
+                "output_tokens": 6,
+                "input_tokens_details": {"cached_tokens": 24},
+            },
         }
     )
     model = responses_model(stub)
@@ -344,6 +353,7 @@ def test_responses_user_media_instructions_tools_and_tool_call_round_trip(
     ]
     assert response.finish_reason == "completed"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (30, 6)
+    assert response.usage.cached_tokens == 24
     call = response.message.tool_calls[0]
     assert (call.id, call.name, call.arguments) == ("call_9", "weather", {"city": "Oslo"})
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
-from streamagents.operators.agent.config import MemoryConfig, ModelSpec
+from streamagents.operators.agent.config import MemoryConfig, ModelSpec, TelemetryConfig
 from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState
 from streamagents.serde.messages import ChatMessage
 
@@ -237,6 +237,16 @@ def test_event_log_off_emits_no_events_but_the_output(tmp_path: Path) -> None:
         make_runtime(tmp_path, answer("x"), event_log_level="off"), '{"key":"k","text":"t"}'
     )
     assert done.events == [] and done.output["status"] == "ok"
+
+
+def test_with_the_log_off_telemetry_still_gets_the_events_its_spans_are_built_from(
+    tmp_path: Path,
+) -> None:
+    telemetry = TelemetryConfig(otlp_endpoint="http://127.0.0.1:4318")
+    runtime = make_runtime(tmp_path, answer("x"), event_log_level="off", telemetry=telemetry)
+    done = drive(runtime, '{"key":"k","text":"t"}')
+    kinds = [event["event_type"] for event in done.events]
+    assert kinds == ["input", "chat_request", "chat_response", "output"]
 
 
 @pytest.mark.parametrize("key_field", ["customer.id"])

@@ -2,7 +2,9 @@
 
 `spans_from_events` turns the events of each run into one `invoke_agent {agent}` span, a
 `chat {model}` span per model call and an `execute_tool {tool}` span per tool call, as plain
-`SpanRecord`s (no OpenTelemetry import needed here). Trace and span ids are derived from the
+`SpanRecord`s (no OpenTelemetry import needed here). `LiveSpans` builds the same spans
+while a job runs, from the same events as they are emitted: a step's span when it ends, the
+run's span when the run ends. Trace and span ids are derived from the
 run id and the event ids, so the same log always gives the same ids, and a step re-emitted
 after a restore (same event id) gives the same span. Message content is kept only when asked,
 with media as store URI references (events never hold media bytes); every string is passed
@@ -17,16 +19,28 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from streamagents.jobs._log_runs import runs_in_order
+from streamagents.operators.log_runs import runs_in_order
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, TextPart
 from streamagents.serde.safe_text import redact_secrets
 
-__all__ = ["AttributeValue", "SpanRecord", "span_id_for", "spans_from_events", "trace_id_for"]
+__all__ = [
+    "AttributeValue",
+    "LiveSpans",
+    "SpanRecord",
+    "span_id_for",
+    "spans_from_events",
+    "trace_id_for",
+]
 
 AttributeValue = str | int | float | bool | tuple[str, ...]
 
-PROVIDER_NAMES = {"gemini": "gcp.gemini", "openai": "openai", "openai-responses": "openai"}
+PROVIDER_NAMES = {
+    "gemini": "gcp.gemini",
+    "gemini-interactions": "gcp.gemini",
+    "openai": "openai",
+    "openai-responses": "openai",
+}
 """`gen_ai.provider.name` of each configured provider (the conventions' well-known values)."""
 
 
@@ -146,6 +160,90 @@ class _RunSpans:
     conversation: list[ChatMessage] = field(default_factory=list)
     usage: list[int] = field(default_factory=lambda: [0, 0])
 
+    @classmethod
+    def of(cls, run_id: str, job_id: str, key: str | None, start_ms: float) -> _RunSpans:
+        """A run of `job_id` on `key` that started at `start_ms`."""
+        run = cls(run_id, job_id, start_ms, start_ms)
+        if key is not None:
+            run.attributes["gen_ai.conversation.id"] = key
+            run.attributes["streamagents.key"] = key
+        return run
+
+    def add(self, event: AgentEvent, capture: bool) -> None:
+        """Take the next event of the run into account."""
+        self.start_ms = min(self.start_ms, event.timestamp_ms)
+        self.end_ms = max(self.end_ms, event.timestamp_ms)
+        _HANDLERS.get(event.event_type, _run_event)(self, event, capture)
+
+    def step_span(self, step: _Step) -> SpanRecord:
+        """The span of one step (marked incomplete when its response never came)."""
+        end = step.end_ms if step.end_ms is not None else step.start_ms
+        if step.end_ms is None:
+            step.attributes["streamagents.incomplete"] = True
+        self.start_ms = min(self.start_ms, step.start_ms)  # a response logged without request
+        self.end_ms = max(self.end_ms, end)
+        return SpanRecord(
+            trace_id_for(self.run_id),
+            step.span_id,
+            span_id_for(self.run_id),
+            step.name,
+            step.kind,
+            _ns(step.start_ms),
+            _ns(end),
+            _cleaned(step.attributes),
+            step.error,
+            self.job_id,
+        )
+
+    def finished_steps(self) -> list[SpanRecord]:
+        """The spans of the steps that have ended, which then leave the run."""
+        done = [key for key, step in self.steps.items() if step.end_ms is not None]
+        return [self.step_span(self.steps.pop(key)) for key in done]
+
+    def root_span(self) -> SpanRecord:
+        """The `invoke_agent` span of the run, over all its steps."""
+        attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self.job_id,
+            "streamagents.run_id": self.run_id,
+            **self.attributes,
+            "gen_ai.usage.input_tokens": self.usage[0],
+            "gen_ai.usage.output_tokens": self.usage[1],
+        }
+        return SpanRecord(
+            trace_id_for(self.run_id),
+            span_id_for(self.run_id),
+            None,
+            f"invoke_agent {self.job_id}",
+            "internal",
+            _ns(self.start_ms),
+            _ns(self.end_ms),
+            _cleaned(attributes),
+            self.error,
+            self.job_id,
+        )
+
+    def spans(self) -> list[SpanRecord]:
+        """The run span, then the span of each step still held, in the order they began."""
+        steps = [self.step_span(step) for step in self.steps.values()]
+        return [self.root_span(), *steps]
+
+
+def _cleaned(attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+    return {k: _clean(v) if isinstance(v, str) else v for k, v in attributes.items()}
+
+
+def _step_key(run: _RunSpans, event: AgentEvent) -> str:
+    """Where a response without a known request keeps its step: under the request it
+    answers (its upstream event, when of the same run: ids are `{run_id}.{sequence}`), so
+    its span gets the id its request would give it, and a call performed again after a
+    restore, whose request was emitted before, keeps its id."""
+    upstream = event.upstream_event_id
+    same_run = upstream is not None and upstream.startswith(f"{run.run_id}.")
+    if same_run and upstream not in run.steps:
+        return upstream
+    return event.event_id
+
 
 def _chat_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     payload = event.payload
@@ -168,15 +266,18 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     payload = event.payload
     latency = payload.latency_ms or 0.0
     step = run.steps.get(event.upstream_event_id or "")
-    if step is None:  # no request logged (an older log): the response alone makes the span
+    if step is None:  # no request seen (an older log, a restore): the response makes the span
+        key = _step_key(run, event)
         step = _Step(
-            span_id_for(event.event_id),
+            span_id_for(key),
             event.timestamp_ms - latency,
             f"chat {payload.model}" if payload.model else "chat",
             "client",
             {"gen_ai.operation.name": "chat"},
         )
-        run.steps[event.event_id] = step
+        if capture and run.conversation:
+            step.attributes["gen_ai.input.messages"] = _messages_attr(run.conversation)
+        run.steps[key] = step
     step.end_ms = max(float(event.timestamp_ms), step.start_ms + latency)
     attributes = step.attributes
     if payload.model:
@@ -187,6 +288,9 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     if payload.usage is not None:
         attributes["gen_ai.usage.input_tokens"] = payload.usage.input_tokens
         attributes["gen_ai.usage.output_tokens"] = payload.usage.output_tokens
+        if payload.usage.cached_tokens:
+            cached = payload.usage.cached_tokens
+            attributes["gen_ai.usage.cache_read.input_tokens"] = cached
         run.usage[0] += payload.usage.input_tokens
         run.usage[1] += payload.usage.output_tokens
     if payload.attempts is not None:
@@ -230,7 +334,9 @@ def _tool_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
             key = f"{event.upstream_event_id}#{result.tool_call_id}"
             step = run.steps.get(key)
         if step is None:
-            key = f"{event.event_id}#{result.tool_call_id}"
+            key = _step_key(run, event)
+            if key in run.steps:
+                key = f"{event.event_id}#{result.tool_call_id}"
             step = _Step(
                 span_id_for(key),
                 event.timestamp_ms - latency,
@@ -281,53 +387,6 @@ _HANDLERS = {
 }
 
 
-def _run_spans(run: _RunSpans) -> list[SpanRecord]:
-    trace_id = trace_id_for(run.run_id)
-    root_id = span_id_for(run.run_id)
-    spans = []
-    for step in run.steps.values():
-        end = step.end_ms if step.end_ms is not None else step.start_ms
-        if step.end_ms is None:
-            step.attributes["streamagents.incomplete"] = True
-        run.start_ms = min(run.start_ms, step.start_ms)  # a response logged without its request
-        run.end_ms = max(run.end_ms, end)
-        spans.append(
-            SpanRecord(
-                trace_id,
-                step.span_id,
-                root_id,
-                step.name,
-                step.kind,
-                _ns(step.start_ms),
-                _ns(end),
-                {k: _clean(v) if isinstance(v, str) else v for k, v in step.attributes.items()},
-                step.error,
-                run.job_id,
-            )
-        )
-    attributes = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": run.job_id,
-        "streamagents.run_id": run.run_id,
-        **run.attributes,
-        "gen_ai.usage.input_tokens": run.usage[0],
-        "gen_ai.usage.output_tokens": run.usage[1],
-    }
-    root = SpanRecord(
-        trace_id,
-        root_id,
-        None,
-        f"invoke_agent {run.job_id}",
-        "internal",
-        _ns(run.start_ms),
-        _ns(run.end_ms),
-        {k: _clean(v) if isinstance(v, str) else v for k, v in attributes.items()},
-        run.error,
-        run.job_id,
-    )
-    return [root, *spans]
-
-
 def spans_from_events(
     events: Iterable[AgentEvent], capture_content: bool = False
 ) -> list[SpanRecord]:
@@ -337,13 +396,76 @@ def spans_from_events(
     started, each root span first, then its steps in the order they were logged."""
     spans: list[SpanRecord] = []
     for run_id, ordered in runs_in_order(events):
-        times = [float(e.timestamp_ms) for e in ordered]
-        run = _RunSpans(run_id, ordered[0].job_id, min(times), max(times))
-        if ordered[0].key is not None:
-            run.attributes["gen_ai.conversation.id"] = ordered[0].key
-            run.attributes["streamagents.key"] = ordered[0].key
+        first = ordered[0]
+        run = _RunSpans.of(run_id, first.job_id, first.key, first.timestamp_ms)
         for event in ordered:
-            handler = _HANDLERS.get(event.event_type, _run_event)
-            handler(run, event, capture_content)
-        spans.extend(_run_spans(run))
+            run.add(event, capture_content)
+        spans.extend(run.spans())
     return spans
+
+
+class LiveSpans:
+    """The spans of the runs one operator subtask drives, built as their events are emitted.
+
+    The same builder as `spans_from_events`, fed one step's events at a time: a chat or tool
+    span is returned as soon as its response event arrives, the run's span (and any step
+    left without a response) when the run ends. A run first seen after a restore starts
+    from what `resume` tells of it; its spans keep the ids a log of the whole run gives.
+    At most `max_runs` runs are held: past that the oldest is dropped, spans unsent.
+    """
+
+    def __init__(self, capture_content: bool = False, max_runs: int = 100_000) -> None:
+        self._capture = capture_content
+        self._max_runs = max_runs
+        self._runs: dict[str, _RunSpans] = {}
+
+    @property
+    def open_runs(self) -> int:
+        """Runs whose span has not been returned yet."""
+        return len(self._runs)
+
+    def resume(
+        self,
+        run_id: str,
+        job_id: str,
+        key: str,
+        started_ms: int,
+        input_id: str,
+        tokens: tuple[int, int] = (0, 0),
+        conversation: Sequence[ChatMessage] = (),
+    ) -> None:
+        """Open a run restored mid-way, from its restored state: when it started, its input
+        id, the tokens it used and its conversation (media as refs) before the restore."""
+        run = _RunSpans.of(run_id, job_id, key, started_ms)
+        run.attributes["streamagents.input_id"] = input_id
+        run.usage = list(tokens)
+        run.conversation = list(conversation)
+        self._open(run)
+
+    def add(self, events: Iterable[AgentEvent]) -> list[SpanRecord]:
+        """Take a step's events; returns the spans of the steps they ended."""
+        spans: list[SpanRecord] = []
+        touched: dict[str, _RunSpans] = {}
+        for event in events:
+            if event.run_id is None:
+                continue
+            run = self._runs.get(event.run_id)
+            if run is None:
+                run = _RunSpans.of(event.run_id, event.job_id, event.key, event.timestamp_ms)
+                self._open(run)
+            run.add(event, self._capture)
+            touched[event.run_id] = run
+        for run in touched.values():
+            spans.extend(run.finished_steps())
+        return spans
+
+    def end(self, run_id: str) -> list[SpanRecord]:
+        """The run's span and those of its steps left open; the run is then forgotten."""
+        run = self._runs.pop(run_id, None)
+        return [] if run is None else run.spans()
+
+    def _open(self, run: _RunSpans) -> None:
+        self._runs.pop(run.run_id, None)
+        self._runs[run.run_id] = run
+        while len(self._runs) > self._max_runs:
+            self._runs.pop(next(iter(self._runs)))
