@@ -127,6 +127,7 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
         builtin_tools=agent.builtin_tools,
         context_cache=agent.context_cache,
         documents=list(agent.documents),
+        followups=agent.followups,
     )
 
 

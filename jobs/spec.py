@@ -47,6 +47,7 @@ from streamagents.operators.agent.config import (
     Budgets,
     BuiltinTools,
     ContextCacheConfig,
+    FollowupConfig,
     InputLimits,
     MemoryConfig,
     TelemetryConfig,
@@ -265,6 +266,11 @@ class AgentSpec(_SpecModel):
         default_factory=list,
         description="Documents (files relative to the spec, or URLs) sent first in every "
         "request; with context_cache on they live in the cache.",
+    )
+    followups: FollowupConfig = Field(
+        default_factory=FollowupConfig,
+        description="Scheduled follow-ups: enabled, min_delay_s, max_delay_s, max_pending, "
+        "cancel_on_input, max_note_chars.",
     )
 
     @field_validator("builtin_tools", "context_cache")

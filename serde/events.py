@@ -51,6 +51,9 @@ class EventType(str, Enum):
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_DECIDED = "approval_decided"
     APPROVAL_EXPIRED = "approval_expired"
+    FOLLOWUP_SCHEDULED = "followup_scheduled"
+    FOLLOWUP_FIRED = "followup_fired"
+    FOLLOWUP_CANCELLED = "followup_cancelled"
 
 
 def _refuse_inline_media(messages: list[ChatMessage], field: str) -> list[ChatMessage]:

@@ -21,6 +21,7 @@ __all__ = [
     "Budgets",
     "BuiltinTools",
     "ContextCacheConfig",
+    "FollowupConfig",
     "InputLimits",
     "MemoryConfig",
     "ModelSpec",
@@ -224,6 +225,52 @@ ApprovalTimeout = Annotated[
 """The default wait for a decision on a tool call (`approval_timeout_s`)."""
 
 
+class FollowupConfig(BaseModel):
+    """The built-in `schedule_followup` tool: whether the agent has it, and its bounds."""
+
+    model_config = _MODEL_CONFIG
+
+    enabled: bool = Field(
+        default=False, description="Give the agent the `schedule_followup(after_s, note)` tool."
+    )
+    min_delay_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=_YEAR_S,
+        allow_inf_nan=False,
+        description="Shortest delay the model may ask for; shorter is refused to it.",
+    )
+    max_delay_s: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        le=_YEAR_S,
+        allow_inf_nan=False,
+        description="Longest delay the model may ask for; longer is refused to it.",
+    )
+    max_pending: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="Follow-ups a key may have waiting; one more is refused to the model.",
+    )
+    cancel_on_input: bool = Field(
+        default=True,
+        description="A new input for the key cancels its waiting follow-ups (the customer "
+        "wrote again, so the check is moot); false: they fire anyway.",
+    )
+    max_note_chars: int = Field(
+        default=2000, ge=1, le=100_000, description="Longest note; longer is refused."
+    )
+
+    @model_validator(mode="after")
+    def _delays_in_order(self) -> FollowupConfig:
+        if self.min_delay_s > self.max_delay_s:
+            raise ValueError(
+                f"min_delay_s={self.min_delay_s:g} is above max_delay_s={self.max_delay_s:g}"
+            )
+        return self
+
+
 class TelemetryConfig(BaseModel):
     """Where the operator sends live OpenTelemetry spans and metrics, and what spans hold.
 
@@ -342,6 +389,10 @@ class AgentConfig(BaseModel):
         default_factory=list,
         description="Documents (local files or URLs) sent at the start of every request, "
         "in the context cache when it is on.",
+    )
+    followups: FollowupConfig = Field(
+        default_factory=FollowupConfig,
+        description="Scheduled follow-ups (the built-in `schedule_followup` tool).",
     )
 
     @model_validator(mode="after")

@@ -36,6 +36,16 @@ from streamagents.operators.agent._run_events import event_id_for, make_event
 from streamagents.operators.agent.approvals import ApprovalDecision, PendingApproval
 from streamagents.operators.agent.config import AgentConfig, ToolRef
 from streamagents.operators.agent.documents import documents_message
+from streamagents.operators.agent.followups import (
+    TOOL_NAME as FOLLOWUP_TOOL,
+)
+from streamagents.operators.agent.followups import (
+    Followup,
+    confirmation,
+    is_followup_line,
+    schedule,
+    tool_spec,
+)
 from streamagents.operators.agent.memory import history_expired, trim_history
 from streamagents.operators.agent.records import (
     ErrorInfo,
@@ -148,6 +158,12 @@ class RunState(BaseModel):
     )
     parked_since_ms: int | None = Field(default=None, description="When it parked, if it is.")
     attributes: dict[str, Any] = Field(default_factory=dict, description="Passed to the output.")
+    followups: list[Followup] = Field(
+        default_factory=list, description="Follow-ups this run scheduled, kept when it ends."
+    )
+    followups_waiting: int = Field(
+        default=0, description="The key's follow-ups already waiting when the run started."
+    )
     raw: str | None = Field(default=None, description="The raw input line when it is small.")
     raw_ref: MediaRef | None = Field(default=None, description="The raw input, in the store.")
 
@@ -221,6 +237,13 @@ class Step(BaseModel):
     duplicate: bool = Field(
         default=False, description="A decision already applied came again and was ignored."
     )
+    followups: list[Followup] = Field(
+        default_factory=list,
+        description="When the run ended: the follow-ups it scheduled, for the engine to keep.",
+    )
+    cancelled: list[str] = Field(
+        default_factory=list, description="Ids of the key's waiting follow-ups to drop."
+    )
 
     @property
     def finished(self) -> bool:
@@ -250,6 +273,7 @@ class _Run:
         self.data["messages"] = list(state.messages)
         self.now_ms = now_ms
         self.events: list[str] = []
+        self.cancelled: list[str] = []
 
     def emit(self, event_type: str, upstream: str | None = None, **payload: Any) -> str:
         """Record an event of the run (unless neither the log nor telemetry wants it);
@@ -313,6 +337,15 @@ class AgentRuntime:
         """The agent's documents, the first user message of every request (None: none)."""
         self.wants_events = config.event_log_level != "off" or config.telemetry is not None
         """Whether steps produce events: for the event log, or for the spans built from them."""
+        self.followups = config.followups if config.followups.enabled else None
+        """The bounds of `schedule_followup` when the agent has it (None: it does not)."""
+        if self.followups is not None and FOLLOWUP_TOOL in tools:
+            raise ValueError(
+                f"a declared tool is named {FOLLOWUP_TOOL!r}, the built-in tool's name that "
+                "followups.enabled gives the agent; rename it or turn followups off"
+            )
+        self._specs = tools.specs() + ([tool_spec(self.followups)] if self.followups else [])
+        self._names = [spec.name for spec in self._specs]
 
     @classmethod
     def from_config(cls, config: AgentConfig) -> AgentRuntime:
@@ -348,8 +381,17 @@ class AgentRuntime:
 
     # -- start -----------------------------------------------------------------------------
 
-    def start(self, record: InputRecord, history: Sequence[ChatMessage], now_ms: int) -> Step:
-        """Begin the run of `record`: offload its media, log the input, ask for a model call."""
+    def start(
+        self,
+        record: InputRecord,
+        history: Sequence[ChatMessage],
+        now_ms: int,
+        waiting: Sequence[Followup] = (),
+    ) -> Step:
+        """Begin the run of `record`: offload its media, log the input, ask for a model call.
+
+        `waiting` are the key's follow-ups waiting in keyed state: a new input (not a
+        follow-up's) cancels them when `followups.cancel_on_input` is set (`Step.cancelled`)."""
         del history  # the run's request reads the history in perform; start changes none of it
         run_id = run_id_for(self.config.job_id, record.id)
         raw, raw_ref = self._keep_raw(record.raw)
@@ -380,6 +422,7 @@ class AgentRuntime:
             error = ErrorInfo(type="MediaStoreError", message=clip(str(exc)))
             return self._fail(run, error, dead_letter=True)
         input_event = run.emit("input", messages=[loggable], attributes={"input_id": record.id})
+        self._note_followups(run, record, waiting, input_event)
         if missing:
             digests = ", ".join(ref.sha256 for ref in missing)
             error = ErrorInfo(
@@ -389,7 +432,42 @@ class AgentRuntime:
             return self._fail(run, error, dead_letter=True)
         run.data["messages"].append(message)
         request_id = self._request_model(run, upstream=input_event)
-        return Step(state=run.snapshot(ModelAction(request_event_id=request_id)), events=run.events)
+        return Step(
+            state=run.snapshot(ModelAction(request_event_id=request_id)),
+            events=run.events,
+            cancelled=run.cancelled,
+        )
+
+    def _note_followups(
+        self, run: _Run, record: InputRecord, waiting: Sequence[Followup], upstream: str
+    ) -> None:
+        """Log a follow-up's run as fired; cancel the key's waiting ones on a new input."""
+        if is_followup_line(record.attributes):
+            facts = record.attributes["followup"]
+            run.emit(
+                "followup_fired",
+                upstream=upstream,
+                attributes={
+                    "followup_id": str(facts.get("id", "")),
+                    "scheduled_by": str(facts.get("run_id", "")),
+                    "due_ms": str(facts.get("due_ms", "")),
+                    "input_id": record.id,
+                },
+            )
+        elif self.followups is not None and self.followups.cancel_on_input and waiting:
+            for followup in waiting:
+                run.emit(
+                    "followup_cancelled",
+                    upstream=upstream,
+                    attributes={
+                        "followup_id": followup.id,
+                        "due_ms": str(followup.due_ms),
+                        "cancelled_by": record.id,
+                    },
+                )
+            run.cancelled = [followup.id for followup in waiting]
+            return
+        run.data["followups_waiting"] = len(waiting)
 
     def loggable(self, message: ChatMessage) -> ChatMessage:
         """The message as events carry it: inline media stored and sent as refs.
@@ -450,7 +528,7 @@ class AgentRuntime:
             model=self.config.model.model,
             attributes={
                 "provider": self.config.model.provider,
-                "tools": ",".join(self.tools.names),
+                "tools": ",".join(self._names),
             },
         )
 
@@ -504,7 +582,7 @@ class AgentRuntime:
         generation = self.config.model.generation
         if state.interaction_id is not None:
             generation = {**generation, "previous_interaction_id": state.interaction_id}
-        response = await self.model.achat(request, self.tools.specs(), **generation)
+        response = await self.model.achat(request, self._specs, **generation)
         if has_inline_media_above(response.message, 0):
             message = await asyncio.to_thread(self.store.offload, response.message, 0)
             response = response.model_copy(update={"message": message})
@@ -646,9 +724,49 @@ class AgentRuntime:
             )
             requests.append(self._approval_request(run, call, approval))
         action = ToolAction(
-            calls=list(message.tool_calls), request_event_ids=request_ids, approvals=approvals
+            calls=list(message.tool_calls),
+            request_event_ids=request_ids,
+            approvals=approvals,
+            done=self._schedule_followups(run, message.tool_calls, request_ids),
         )
+        if len(action.done) == len(action.calls):
+            return self._turn_done(run, action)
         return Step(state=run.snapshot(action), events=run.events, approval_requests=requests)
+
+    def _schedule_followups(
+        self, run: _Run, calls: Sequence[ToolCall], request_ids: Sequence[str]
+    ) -> dict[str, ChatMessage]:
+        """Answer the turn's `schedule_followup` calls at once (no tool runs): the follow-up
+        joins the run's state, or the model reads why it was refused."""
+        results: dict[str, ChatMessage] = {}
+        if self.followups is None:
+            return results
+        for call, request_id in zip(calls, request_ids, strict=True):
+            if call.name != FOLLOWUP_TOOL:
+                continue
+            kept: list[Followup] = run.data["followups"]
+            made = schedule(
+                self.followups,
+                call.arguments,
+                followup_id=request_id,
+                key=run.data["key"],
+                run_id=run.data["run_id"],
+                now_ms=run.now_ms,
+                waiting=run.data["followups_waiting"] + len(kept),
+            )
+            if isinstance(made, str):
+                results[call.id] = ToolRegistry.error_result(call, made)
+            else:
+                run.data["followups"] = [*kept, made]
+                run.emit(
+                    "followup_scheduled",
+                    upstream=request_id,
+                    tool_calls=[call],
+                    attributes={"followup_id": made.id, "due_ms": str(made.due_ms)},
+                )
+                results[call.id] = ChatMessage.tool_result(call.id, call.name, confirmation(made))
+            run.emit("tool_response", upstream=request_id, tool_results=[results[call.id]])
+        return results
 
     def _approval_request(self, run: _Run, call: ToolCall, approval: PendingApproval) -> str:
         """The approval request record of a call: what a person needs to decide on it."""
@@ -722,7 +840,7 @@ class AgentRuntime:
         """Every call of the turn has its result: add them in the model's order, go on."""
         data = run.data
         data["tool_calls"] += len(pending.calls)
-        unknown = [call.name for call in pending.calls if call.name not in self.tools]
+        unknown = [call.name for call in pending.calls if call.name not in self._names]
         data["unknown_tool_calls"] += len(unknown)
         for call in pending.calls:
             data["messages"].append(pending.done[call.id])
@@ -735,7 +853,7 @@ class AgentRuntime:
                 message=f"the model called unknown tool(s) {names}; "
                 f"{data['unknown_tool_calls']} unknown calls exceed the "
                 f"max_unknown_tool_calls={budgets.max_unknown_tool_calls}; "
-                f"known tools: {', '.join(self.tools.names) or 'none'}",
+                f"known tools: {', '.join(self._names) or 'none'}",
             )
             return self._fail(run, error, dead_letter=True)
         request_id = self._request_model(run, upstream=last)
@@ -955,7 +1073,14 @@ class AgentRuntime:
                     "kept_bytes": str(trimmed.kept_bytes),
                 },
             )
-        return Step(state=None, events=run.events, output=output, history=trimmed.messages)
+        return Step(
+            state=None,
+            events=run.events,
+            output=output,
+            history=trimmed.messages,
+            followups=run.data["followups"],
+            cancelled=run.cancelled,
+        )
 
     def _fail(self, run: _Run, error: ErrorInfo, dead_letter: bool = False) -> Step:
         facts = {"input_id": run.data["input_id"]}
@@ -970,7 +1095,14 @@ class AgentRuntime:
         output = self._output(run, "error", None, error)
         run.emit("output", attributes={"input_id": run.data["input_id"], "status": "error"})
         letter = self.dead_letter(run.state, error) if dead_letter else None
-        return Step(state=None, events=run.events, output=output, dead_letter=letter)
+        return Step(
+            state=None,
+            events=run.events,
+            output=output,
+            dead_letter=letter,
+            followups=run.data["followups"],
+            cancelled=run.cancelled,
+        )
 
     async def aclose(self) -> None:
         """Close the model client and the tools' thread pool."""

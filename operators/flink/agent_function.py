@@ -56,6 +56,7 @@ from streamagents.operators.agent.approvals import (
     settled_fingerprint,
 )
 from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.followups import Followup, followup_line
 from streamagents.operators.agent.records import (
     ErrorInfo,
     InputRecord,
@@ -182,6 +183,10 @@ class AgentFunction(KeyedProcessFunction):
         self._settled = runtime_context.get_map_state(
             MapStateDescriptor("approvals_settled", Types.STRING(), Types.STRING())
         )
+        self._followups = runtime_context.get_map_state(
+            MapStateDescriptor("followups", Types.STRING(), Types.STRING())
+        )
+        self._followups_on = self._config.followups.enabled
         self._steps = ThreadPoolExecutor(1, thread_name_prefix="streamagents-steps")
         self._runtime = self._off_task(self._runtime_factory, self._config)
         self._loop = EngineLoop(self._config.max_in_flight).start()
@@ -324,7 +329,9 @@ class AgentFunction(KeyedProcessFunction):
             try:
                 record = self._number(parse_input(raw, self._config.key_field, self._limits))
                 history = self._load_history(now)
-                step = self._off_task(self._runtime.start, record, history, now)
+                step = self._off_task(
+                    self._runtime.start, record, history, now, self._waiting_followups()
+                )
             except Exception as error:
                 self._metrics.runs_failed.inc()
                 self._metrics.dead_letters.inc()
@@ -348,7 +355,7 @@ class AgentFunction(KeyedProcessFunction):
                 return
             raw = self._dequeue()
         self._run.clear()
-        if not self._draining:
+        if not self._draining and not self._waiting_followups():
             # The key is idle: its end-of-input timer would otherwise stay in state forever.
             ctx.timer_service().delete_event_time_timer(FAR_FUTURE_MS)
 
@@ -371,6 +378,8 @@ class AgentFunction(KeyedProcessFunction):
             yield DEAD_LETTERS_TAG, step.dead_letter
         for request in step.approval_requests:
             yield APPROVAL_REQUESTS_TAG, request
+        for followup_id in step.cancelled:
+            self._followups.remove(followup_id)
         self._remember(step.settled, now_ms)
         if step.state is not None and step.state.parked:
             if self._draining:  # the input has ended: no decision can come any more
@@ -392,6 +401,7 @@ class AgentFunction(KeyedProcessFunction):
             failed = failed or output.get("status") != "ok"
             yield step.output
         (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
+        yield from self._keep_followups(step.followups, key, ctx)
         if step.history is not None:
             self._history.update(StoredHistory(updated_ms=now_ms, messages=step.history).encode())
         self._run.clear()
@@ -404,6 +414,58 @@ class AgentFunction(KeyedProcessFunction):
         due = state.next_deadline_ms
         if due is not None:
             ctx.timer_service().register_processing_time_timer(due)
+
+    def _waiting_followups(self) -> list[Followup]:
+        """The key's follow-ups waiting in keyed state, by due time."""
+        if not self._followups_on or self._followups.is_empty():
+            return []
+        waiting = [Followup.model_validate_json(v) for v in self._followups.values()]
+        return sorted(waiting, key=lambda f: (f.due_ms, f.id))
+
+    def _keep_followups(self, followups: list[Followup], key: str, ctx: Any) -> Iterator[Any]:
+        """Keep the follow-ups a run scheduled in keyed state, each with a processing-time
+        timer at its due time and the key's end-of-input timer; once the input has ended
+        they go to the dead letters instead (see `_drop_followups`)."""
+        if not followups:
+            return
+        if self._draining:
+            yield from self._drop_followups(followups, key)
+            return
+        for followup in followups:
+            self._followups.put(followup.id, followup.model_dump_json())
+            ctx.timer_service().register_processing_time_timer(followup.due_ms)
+        ctx.timer_service().register_event_time_timer(FAR_FUTURE_MS)
+
+    def _drop_followups(self, followups: list[Followup], key: str) -> Iterator[Any]:
+        """At the end of a bounded input: each waiting follow-up becomes a dead letter
+        holding its input line, to send again when it should still run."""
+        for followup in followups:
+            self._followups.remove(followup.id)
+            self._metrics.dead_letters.inc()
+            error = ErrorInfo(
+                type="FollowupPending",
+                message=f"the input ended while follow-up {followup.id} waited for its due "
+                f"time {followup.due_ms} (ms since the epoch); send the line again to run it",
+            )
+            line = followup_line(followup, self._config.key_field)
+            record_id = json.loads(line)["id"]
+            yield (
+                DEAD_LETTERS_TAG,
+                dead_letter_record("followup", error, line, key=key, record_id=record_id),
+            )
+
+    def _fire_followups(self, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
+        """Start the runs of the key's follow-ups now due, in due order: queued behind the
+        key's run like any input when it has one."""
+        for followup in self._waiting_followups():
+            if followup.due_ms > now_ms:
+                break
+            self._followups.remove(followup.id)
+            line = followup_line(followup, self._config.key_field)
+            if key in self._calls or self._run.value() is not None:
+                self._enqueue(line)
+            else:
+                yield from self._begin(line, key, ctx)
 
     def _remember(self, settled: dict[str, str], now_ms: int) -> None:
         """Keep how approvals were settled, the key's latest `MAX_SETTLED_PER_KEY` of them."""
@@ -542,8 +604,12 @@ class AgentFunction(KeyedProcessFunction):
         if draining:
             self._draining = True
             self._drain_ts = max(self._drain_ts, timestamp)
-        call = self._calls.get(key)
         now = ctx.timer_service().current_processing_time()
+        if draining:
+            yield from self._drop_followups(self._waiting_followups(), key)
+        elif self._followups_on:
+            yield from self._fire_followups(key, ctx, now)
+        call = self._calls.get(key)
         if call is None:
             stored = self._run.value()
             if stored is None:

@@ -102,6 +102,9 @@ def events(media_dir: Path) -> list[AgentEvent]:
         "approval_requested": {"tool_calls": [call], "attributes": {"call_id": "run-1.0004"}},
         "approval_decided": {"tool_calls": [call], "attributes": {"decision": "approve"}},
         "approval_expired": {"tool_calls": [call], "attributes": {"deadline_ms": "1"}},
+        "followup_scheduled": {"tool_calls": [call], "attributes": {"followup_id": "f-1"}},
+        "followup_fired": {"attributes": {"followup_id": "f-1"}},
+        "followup_cancelled": {"attributes": {"followup_id": "f-1"}},
     }
     assert set(kinds) == {t.value for t in EventType} - {"unknown"}
     return [

@@ -158,3 +158,24 @@ def test_approval_events_are_written_from_v5_and_read_as_unknown_by_a_v4_reader(
     assert old["event_type"] == "unknown"
     assert old["payload"]["attributes"]["call_id"] == "call-0"
     assert to_record(event, version=4)["event_type"] == "unknown"
+
+
+@pytest.mark.parametrize(
+    "event_type", ["followup_scheduled", "followup_fired", "followup_cancelled"]
+)
+def test_followup_events_are_written_from_v6_and_read_as_unknown_by_a_v5_reader(
+    event_type: str,
+) -> None:
+    event = new_event(
+        event_type, job_id="j", key="k", run_id="r", sequence=3, attributes={"followup_id": "f-1"}
+    )
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, parsed_schema(6), [to_record(event, version=6)])
+    buffer.seek(0)
+    [record] = list(fastavro.reader(buffer))
+    assert from_record(record).event_type.value == event_type
+    buffer.seek(0)
+    [old] = list(fastavro.reader(buffer, reader_schema=parsed_schema(5)))
+    assert old["event_type"] == "unknown"
+    assert old["payload"]["attributes"]["followup_id"] == "f-1"
+    assert to_record(event, version=5)["event_type"] == "unknown"
