@@ -331,6 +331,23 @@ class GeminiScript:
         return text_reply("cancel handled"), 0.0
 
     @staticmethod
+    def _followup(step: int, text: str) -> tuple[dict[str, Any], float]:
+        """`scenario:followup <after_s> <scenario> <tag>[, ...]`: schedule one follow-up per
+        entry, whose note is `scenario:<scenario> fired-<tag>`, then answer."""
+        if step > 0:
+            return text_reply("I will check back"), 0.0
+        entries = [entry.split() for entry in text.removeprefix("scenario:followup ").split(",")]
+        return calls_reply(
+            *(
+                (
+                    "schedule_followup",
+                    {"after_s": float(after), "note": f"scenario:{kind} fired-{tag}"},
+                )
+                for after, kind, tag in entries
+            )
+        ), 0.0
+
+    @staticmethod
     def _held(step: int, text: str) -> tuple[dict[str, Any], float]:
         return text_reply("held " + text.split()[-1]), 8.0
 
