@@ -344,8 +344,9 @@ class AgentRuntime:
                 f"a declared tool is named {FOLLOWUP_TOOL!r}, the built-in tool's name that "
                 "followups.enabled gives the agent; rename it or turn followups off"
             )
-        self._specs = tools.specs() + ([tool_spec(self.followups)] if self.followups else [])
-        self._names = [spec.name for spec in self._specs]
+        self.tool_specs = tools.specs() + ([tool_spec(self.followups)] if self.followups else [])
+        """What the model is told about its tools: the declared ones and the built-in one."""
+        self._names = [spec.name for spec in self.tool_specs]
 
     @classmethod
     def from_config(cls, config: AgentConfig) -> AgentRuntime:
@@ -582,7 +583,7 @@ class AgentRuntime:
         generation = self.config.model.generation
         if state.interaction_id is not None:
             generation = {**generation, "previous_interaction_id": state.interaction_id}
-        response = await self.model.achat(request, self._specs, **generation)
+        response = await self.model.achat(request, self.tool_specs, **generation)
         if has_inline_media_above(response.message, 0):
             message = await asyncio.to_thread(self.store.offload, response.message, 0)
             response = response.model_copy(update={"message": message})
