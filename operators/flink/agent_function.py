@@ -16,6 +16,12 @@ waits for that key's calls, re-arming at increasing timestamps until the key is 
 After a restore a run without a live call has its pending action performed again (calls
 are at-least-once; state and outputs are exactly-once with a transactional sink).
 
+A follow-up a run scheduled (`schedule_followup`) is kept, when its run ends, in the key's
+`followups` map state with a processing-time timer at its due time (and the key's
+end-of-input timer); when it fires, the follow-up's input line starts a run, or waits in
+the key's queue behind its run. At the end of a bounded input each waiting follow-up is a
+`FollowupPending` dead letter. See docs/followups.md.
+
 A run waiting for a person's decision on a tool call is parked: its state stays in keyed
 state with a processing-time timer at its earliest approval deadline, and it has no call
 on the loop (no slot, no thread). A decision (a canonical decision line from the parse
@@ -732,4 +738,5 @@ class AgentFunction(KeyedProcessFunction):
             self._telemetry.end(call.state.run_id)
         self._run.clear()
         self._arm_cleanup(ctx, None)
+        yield from self._keep_followups(call.state.followups, key, ctx)
         yield from self._begin(self._dequeue(), key, ctx)

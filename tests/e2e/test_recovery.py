@@ -1,7 +1,7 @@
 """Recovery of the agent operator: kill a job mid-run or stop it with a savepoint, resume it.
 
-(The last test kills a job whose run is parked for an approval and approves it after the
-restore.)
+(Two tests near the end kill a job whose run is parked for an approval and approve it
+after the restore, and one whose follow-up comes due while the job is down.)
 
 The job (`operator_recovery_job.py`) runs in a subprocess against the loopback Gemini stub,
 whose replies take 1 s, so runs are pending whenever a checkpoint is taken. After the
@@ -324,6 +324,36 @@ def test_a_parked_run_survives_a_kill_and_completes_on_a_decision_after_the_rest
     assert (output["id"], output["status"], output["text"]) == ("park-1", "ok", "refund handled")
     assert refunds_made(order) == [30]  # made once, after the restore, on the decision
     assert len(committed_lines(requests)) == 1  # the restored run did not ask again
+
+
+FOLLOWUP_AFTER_S = 6.0
+
+
+def test_a_followup_due_while_the_job_was_down_fires_after_the_restore(tmp_path: Path) -> None:
+    watch = {"id": "fu-1", "key": "f", "text": f"scenario:followup {FOLLOWUP_AFTER_S} plain kr"}
+    (tmp_path / "inputs.jsonl").write_text(json.dumps(watch) + "\n")
+    with LoopbackStubServer(GeminiScript()) as stub:
+        # the output is committed by a checkpoint that holds the follow-up in keyed state
+        run_until(
+            job_command("run", tmp_path, stub, "--followups"),
+            lambda: len(committed_outputs(tmp_path)) == 1,
+        )
+        killed = time.monotonic()
+        checkpoint = latest_checkpoint(tmp_path)
+        assert checkpoint is not None
+        assert [o["id"] for o in committed_outputs(tmp_path)] == ["fu-1"]
+        time.sleep(max(0.0, killed + FOLLOWUP_AFTER_S - time.monotonic()))  # due while down
+        run_until(
+            job_command("run", tmp_path, stub, "--followups", "--restore", str(checkpoint)),
+            lambda: len(committed_outputs(tmp_path)) == 2,
+        )
+    outputs = {o["id"]: o for o in committed_outputs(tmp_path)}
+    [fired] = [o for name, o in outputs.items() if name.startswith("followup-")]
+    assert (fired["key"], fired["status"], fired["text"]) == ("f", "ok", "ok fired-kr")
+    assert (
+        fired["attributes"]["followup"]["due_ms"] - fired["attributes"]["followup"]["scheduled_ms"]
+        == FOLLOWUP_AFTER_S * 1000
+    )
 
 
 HEADER_SECRET = "Bearer collector-token-0123456789abcdef"

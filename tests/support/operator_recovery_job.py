@@ -8,9 +8,9 @@ killed run is never visible.
 
 The model is the `gemini` wire unless `--provider` names another (`gemini-interactions`);
 `--tool module:function` gives the agent a tool, `--approval-tool` one whose calls need
-approval (its requests go to FileSink part files in `--approval-requests`),
-`--event-log DIR` writes the event log, `--telemetry URL` sends live spans there (with
-`--telemetry-header NAME=VALUE`, content captured). Modes:
+approval (its requests go to FileSink part files in `--approval-requests`), `--followups`
+gives it `schedule_followup`, `--event-log DIR` writes the event log, `--telemetry URL`
+sends live spans there (with `--telemetry-header NAME=VALUE`, content captured). Modes:
 
 - `run`: run until killed (optionally restored from `--restore`);
 - `savepoint`: run until `--stop-after` outputs are committed, stop with a savepoint
@@ -36,7 +36,7 @@ from pyflink.datastream.connectors.file_system import (
 from pyflink.java_gateway import get_gateway
 
 from streamagents.operators.agent import AgentConfig, ModelSpec, TelemetryConfig
-from streamagents.operators.agent.config import ToolRef
+from streamagents.operators.agent.config import FollowupConfig, ToolRef
 from streamagents.operators.flink import agent_stream, configure_environment, event_log_writer
 
 
@@ -64,6 +64,7 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
         ),
         tools=[*args.tool, *(ToolRef(ref=t, approval="required") for t in args.approval_tool)],
         max_in_flight=8,
+        followups=FollowupConfig(enabled=args.followups, min_delay_s=0.5),
         media_store=args.media,
         offload_threshold_bytes=1024,
         event_log_level="standard" if args.event_log else "off",
@@ -121,6 +122,7 @@ def main() -> None:
     parser.add_argument("--tool", action="append", default=[], help="module:function")
     parser.add_argument("--approval-tool", action="append", default=[], help="module:function")
     parser.add_argument("--approval-requests", help="directory of approval request files")
+    parser.add_argument("--followups", action="store_true", help="give schedule_followup")
     parser.add_argument("--event-log")
     parser.add_argument("--telemetry", help="OTLP/HTTP collector URL")
     parser.add_argument("--telemetry-header", action="append", default=[], help="NAME=VALUE")
