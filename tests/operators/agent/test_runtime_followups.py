@@ -261,3 +261,33 @@ def test_schedule_keeps_its_bounds_for_any_delay(after_s: float, waiting_now: in
         assert waiting_now < ON.max_pending
     else:
         assert made
+
+
+@pytest.mark.parametrize(
+    "followup",
+    [
+        {},
+        {"id": [1, {"deep": [[[]]]}], "due_ms": float("nan"), "run_id": None},
+        {"id": "\ud800", "due_ms": "soon"},
+        "not an object",
+    ],
+)
+def test_a_crafted_followup_field_runs_as_an_input_and_logs_what_it_can(
+    tmp_path: Path, followup: Any
+) -> None:
+    """Anyone may send a line with `followup`: it is an ordinary run's input (a follow-up's
+    when it is an object, which then cancels nothing), never a crash."""
+    rt = runtime(tmp_path, [answer("ok")])
+    line = json.dumps({"id": "x-1", "key": "k", "text": "hi", "followup": followup}, allow_nan=True)
+    try:
+        record = rt.parse(line)
+    except Exception as exc:  # strict JSON: NaN and lone surrogates are refused at parsing
+        assert type(exc).__name__ == "InputError"
+        return
+    steps = finish(rt, rt.start(record, [], T0, waiting(1)))
+    assert json.loads(steps[-1].output)["status"] == "ok"
+    crafted = isinstance(followup, dict)
+    assert ("followup_fired" in types(steps)) is crafted
+    assert steps[0].cancelled == ([] if crafted else ["f-0"])
+    for event in (e for s in steps for e in s.events):
+        AgentEvent.model_validate_json(event)
