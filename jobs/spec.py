@@ -53,6 +53,7 @@ from streamagents.operators.agent.config import (
     TelemetryConfig,
     ToolRef,
     WaitingInputs,
+    followup_key_problem,
     gemini_extras_problem,
 )
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES, load_tool
@@ -465,6 +466,13 @@ class JobSpec(_SpecModel):
                 f"{what}, but sinks.approval_requests is not set: without it nobody learns "
                 "which calls wait for a decision"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _followup_lines_can_hold_the_key(self) -> JobSpec:
+        problem = followup_key_problem(self.key, self.agent.followups)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "ModelSpec",
     "TelemetryConfig",
     "ToolRef",
+    "followup_key_problem",
     "gemini_extras_problem",
     "redact_options",
 ]
@@ -271,6 +272,18 @@ class FollowupConfig(BaseModel):
         return self
 
 
+def followup_key_problem(key_field: str, followups: FollowupConfig) -> str | None:
+    """Why follow-ups cannot be on with this key field (None: they can): a follow-up's
+    input line uses `id`, `text`, `parts` and `followup` for itself."""
+    top = key_field.split(".")[0]
+    if not followups.enabled or top not in ("id", "text", "parts", "followup"):
+        return None
+    return (
+        f"followups: a follow-up's input line uses the field {top!r} for itself, so the "
+        f"key field {key_field!r} cannot be under it; key the job by another field"
+    )
+
+
 class TelemetryConfig(BaseModel):
     """Where the operator sends live OpenTelemetry spans and metrics, and what spans hold.
 
@@ -398,6 +411,13 @@ class AgentConfig(BaseModel):
     @model_validator(mode="after")
     def _extras_on_gemini_only(self) -> AgentConfig:
         problem = gemini_extras_problem(self.model.provider, self.builtin_tools, self.context_cache)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _followup_lines_can_hold_the_key(self) -> AgentConfig:
+        problem = followup_key_problem(self.key_field, self.followups)
         if problem is not None:
             raise ValueError(problem)
         return self

@@ -54,6 +54,7 @@ def test_followup_settings_reach_the_agent_config_and_its_tools(tmp_path: Path) 
         (("max_delay_s: 86400", "max_delay_s: .nan"), "max_delay_s"),
         (("max_delay_s: 86400", "max_delay_s: 1e12"), "max_delay_s"),
         (("cancel_on_input", "cancel_on_inputs"), "cancel_on_inputs"),
+        (("key: customer.id", "key: id"), "the key field 'id' cannot be under it"),
     ],
 )
 def test_bad_followup_settings_are_refused_with_their_field(

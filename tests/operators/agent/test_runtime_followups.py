@@ -245,6 +245,14 @@ def test_bounds_in_the_wrong_order_are_a_clear_config_error() -> None:
         FollowupConfig(min_delay_s=float("nan"))
 
 
+@pytest.mark.parametrize("key_field", ["id", "text", "followup.key"])
+def test_a_key_field_a_followup_line_uses_itself_is_refused(key_field: str) -> None:
+    model = ModelSpec(provider="test", model="scripted")
+    with pytest.raises(ValidationError, match=f"the key field '{key_field}' cannot be under it"):
+        AgentConfig(model=model, key_field=key_field, followups=ON)
+    assert AgentConfig(model=model, key_field=key_field).key_field == key_field
+
+
 @given(after_s=st.floats(allow_nan=True, allow_infinity=True), waiting_now=st.integers(0, 5))
 def test_schedule_keeps_its_bounds_for_any_delay(after_s: float, waiting_now: int) -> None:
     made = schedule(
