@@ -43,7 +43,7 @@ def readable_spans(spans: Sequence[SpanRecord], scope_name: str) -> list[Any]:
     """The SDK's `ReadableSpan` of each record, ready for an exporter."""
     require_otel()
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace import Event, ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -74,6 +74,7 @@ def readable_spans(spans: Sequence[SpanRecord], scope_name: str) -> list[Any]:
                 else Status(StatusCode.UNSET),
                 start_time=span.start_ns,
                 end_time=span.end_ns,
+                events=[Event(e.name, e.attributes, e.time_ns) for e in span.events],
                 instrumentation_scope=scope,
             )
         )

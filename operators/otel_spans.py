@@ -1,10 +1,11 @@
 """Spans of agent runs, built from event log events under the OpenTelemetry GenAI conventions.
 
 `spans_from_events` turns the events of each run into one `invoke_agent {agent}` span, a
-`chat {model}` span per model call and an `execute_tool {tool}` span per tool call, as plain
-`SpanRecord`s (no OpenTelemetry import needed here). `LiveSpans` builds the same spans
-while a job runs, from the same events as they are emitted: a step's span when it ends, the
-run's span when the run ends. Trace and span ids are derived from the
+`chat {model}` span per model call (its retried attempts as `retry` span events), an
+`execute_tool {tool}` span per tool call and an `await_approval {tool}` span per approval
+asked for, as plain `SpanRecord`s (no OpenTelemetry import needed here). `LiveSpans`
+builds the same spans while a job runs, from the same events as they are emitted: a step's
+span when it ends, the run's span when the run ends. Trace and span ids are derived from the
 run id and the event ids, so the same log always gives the same ids, and a step re-emitted
 after a restore (same event id) gives the same span. Message content is kept only when asked,
 with media as store URI references (events never hold media bytes); every string is passed
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from streamagents.operators.log_runs import runs_in_order
+from streamagents.serde.chat import retries_from_attributes
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, TextPart
 from streamagents.serde.safe_text import redact_secrets
@@ -27,6 +29,7 @@ from streamagents.serde.safe_text import redact_secrets
 __all__ = [
     "AttributeValue",
     "LiveSpans",
+    "SpanEvent",
     "SpanRecord",
     "span_id_for",
     "spans_from_events",
@@ -45,6 +48,15 @@ PROVIDER_NAMES = {
 
 
 @dataclass(frozen=True)
+class SpanEvent:
+    """Something that happened at one time within a span (a retried attempt)."""
+
+    name: str
+    time_ns: int
+    attributes: dict[str, AttributeValue]
+
+
+@dataclass(frozen=True)
 class SpanRecord:
     """One finished span: its ids, name, kind, times (ns since the epoch) and attributes."""
 
@@ -59,6 +71,8 @@ class SpanRecord:
     error: str | None = None
     """The status description when the span failed; None for a span that did not."""
     job_id: str = ""
+    events: tuple[SpanEvent, ...] = ()
+    """Its span events, in time order, each within the span's times."""
 
 
 def _hashed_id(label: str, text: str, size: int) -> int:
@@ -144,6 +158,7 @@ class _Step:
     attributes: dict[str, AttributeValue]
     end_ms: float | None = None
     error: str | None = None
+    events: list[SpanEvent] = field(default_factory=list)
 
 
 @dataclass
@@ -182,17 +197,23 @@ class _RunSpans:
             step.attributes["streamagents.incomplete"] = True
         self.start_ms = min(self.start_ms, step.start_ms)  # a response logged without request
         self.end_ms = max(self.end_ms, end)
+        start_ns, end_ns = _ns(step.start_ms), _ns(end)
+        events = tuple(
+            SpanEvent(e.name, min(max(e.time_ns, start_ns), end_ns), e.attributes)
+            for e in step.events
+        )
         return SpanRecord(
             trace_id_for(self.run_id),
             step.span_id,
             span_id_for(self.run_id),
             step.name,
             step.kind,
-            _ns(step.start_ms),
-            _ns(end),
+            start_ns,
+            end_ns,
             _cleaned(step.attributes),
             step.error,
             self.job_id,
+            events,
         )
 
     def finished_steps(self) -> list[SpanRecord]:
@@ -295,6 +316,19 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
         run.usage[1] += payload.usage.output_tokens
     if payload.attempts is not None:
         attributes["streamagents.attempts"] = payload.attempts
+    step.events = [
+        SpanEvent(
+            "retry",
+            _ns(retry.ended_ms),
+            {
+                "streamagents.retry.attempt": retry.attempt,
+                "error.type": retry.error_type,
+                **({} if retry.status is None else {"http.response.status_code": retry.status}),
+                "streamagents.retry.backoff_ms": retry.backoff_ms,
+            },
+        )
+        for retry in retries_from_attributes(payload.attributes)
+    ]
     if payload.interaction_id:  # the provider's stored response (Gemini interactions)
         attributes["gen_ai.response.id"] = payload.interaction_id
     if payload.error_class:
@@ -359,6 +393,59 @@ def _tool_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
         run.conversation.append(result)
 
 
+def _approval_step(run: _RunSpans, event: AgentEvent) -> _Step | None:
+    """The wait for a person's decision on one tool call, opened by the first of its events
+    seen (its request, or its end when the request came before a restore). Its id comes
+    from the call it is about, which every approval event names, so it is the same either
+    way."""
+    call_id = event.payload.attributes.get("call_id")
+    if call_id is None:
+        return None
+    key = f"{call_id}#approval@{run.run_id}"  # call ids hold the run id, but a log may lie
+    step = run.steps.get(key)
+    if step is None:
+        calls = event.payload.tool_calls
+        tool = calls[0].name if calls else ""
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.tool.name": tool,
+            "streamagents.approval.call_id": call_id,
+        }
+        if calls:
+            attributes["gen_ai.tool.call.id"] = calls[0].id
+        name = f"await_approval {tool}" if tool else "await_approval"
+        step = _Step(span_id_for(key), event.timestamp_ms, name, "internal", attributes)
+        run.steps[key] = step
+    return step
+
+
+def _approval_requested(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
+    step = _approval_step(run, event)
+    deadline = event.payload.attributes.get("deadline_ms", "")
+    if step is not None and deadline.isdigit():
+        step.attributes["streamagents.approval.deadline_ms"] = int(deadline)
+
+
+def _approval_ended(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
+    step = _approval_step(run, event)
+    if step is None:
+        return
+    facts = event.payload.attributes
+    step.end_ms = max(float(event.timestamp_ms), step.start_ms)
+    timed_out = event.event_type == EventType.APPROVAL_EXPIRED
+    step.attributes["streamagents.approval.timed_out"] = timed_out
+    step.attributes["streamagents.approval.decision"] = (
+        "expired" if timed_out else facts.get("decision", "")
+    )
+    if "edited_arguments" in facts:
+        step.attributes["streamagents.approval.edited_arguments"] = (
+            facts["edited_arguments"] == "true"
+        )
+    if capture:  # who decided is a person's name, and the comment their words
+        for name in ("by", "comment"):
+            if facts.get(name):
+                step.attributes[f"streamagents.approval.{name}"] = facts[name]
+
+
 def _run_event(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     payload = event.payload
     kind = event.event_type
@@ -384,6 +471,9 @@ _HANDLERS = {
     EventType.CHAT_RESPONSE: _chat_response,
     EventType.TOOL_REQUEST: _tool_request,
     EventType.TOOL_RESPONSE: _tool_response,
+    EventType.APPROVAL_REQUESTED: _approval_requested,
+    EventType.APPROVAL_DECIDED: _approval_ended,
+    EventType.APPROVAL_EXPIRED: _approval_ended,
 }
 
 

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from streamagents.serde.messages import ChatMessage
 
-__all__ = ["ChatResponse", "GroundingSource", "ServerToolEvidence", "TokenUsage", "ToolSpec"]
+__all__ = [
+    "RETRIES_ATTRIBUTE",
+    "ChatResponse",
+    "GroundingSource",
+    "RetryAttempt",
+    "ServerToolEvidence",
+    "TokenUsage",
+    "ToolSpec",
+    "retries_from_attributes",
+    "retry_facts",
+]
 
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
@@ -73,6 +85,41 @@ class ServerToolEvidence(BaseModel):
     output: str | None = Field(default=None, description="Its output.")
 
 
+class RetryAttempt(BaseModel):
+    """One failed attempt of a model call that was retried: facts only, no body or message."""
+
+    model_config = _MODEL_CONFIG
+
+    attempt: int = Field(ge=1, description="Its number (1 for the first request sent).")
+    ended_ms: float = Field(description="When it failed, in ms since the epoch.")
+    error_type: str = Field(description='Its error class, e.g. "RateLimited".')
+    status: int | None = Field(default=None, description="The HTTP status, when one came.")
+    backoff_ms: float = Field(ge=0, description="The wait before the next attempt.")
+
+
+RETRIES_ATTRIBUTE = "retries"
+"""The event attribute holding a model call's retried attempts, as a JSON list."""
+_RETRY_LIST = TypeAdapter(list[RetryAttempt])
+
+
+def retry_facts(retries: Sequence[RetryAttempt]) -> dict[str, str]:
+    """The event attributes telling `retries` (none when the first attempt was the last)."""
+    if not retries:
+        return {}
+    return {RETRIES_ATTRIBUTE: json.dumps([r.model_dump(mode="json") for r in retries])}
+
+
+def retries_from_attributes(attributes: Mapping[str, str]) -> list[RetryAttempt]:
+    """The retried attempts an event's attributes tell; none when absent or unreadable."""
+    text = attributes.get(RETRIES_ATTRIBUTE)
+    if text is None:
+        return []
+    try:
+        return _RETRY_LIST.validate_json(text)
+    except ValidationError:
+        return []
+
+
 class ChatResponse(BaseModel):
     """What one model call returned: the assistant message and facts about the call."""
 
@@ -106,4 +153,8 @@ class ChatResponse(BaseModel):
         default_factory=list,
         description="What happened to the model's context cache since the last reply "
         "(created, evicted, refused...), one dict of facts each, for the event log.",
+    )
+    retries: list[RetryAttempt] = Field(
+        default_factory=list,
+        description="The failed attempts retried before this reply (empty: the first worked).",
     )

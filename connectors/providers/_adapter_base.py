@@ -44,7 +44,7 @@ from streamagents.connectors.providers._retry import (
     parse_retry_after,
     policy_from,
 )
-from streamagents.serde.chat import ChatResponse, ToolSpec
+from streamagents.serde.chat import ChatResponse, RetryAttempt, ToolSpec
 from streamagents.serde.messages import ChatMessage
 from streamagents.serde.safe_text import scrub
 
@@ -305,7 +305,11 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
                 raise failure  # outside the except block: the SDK error is not chained
             return self._parse(reply, (time.monotonic() - started) * 1000)
 
-        return await call_with_retries(attempt, self.retry, self.retry_budget, self._rng)
+        retried: list[RetryAttempt] = []
+        response = await call_with_retries(
+            attempt, self.retry, self.retry_budget, self._rng, retried
+        )
+        return response.model_copy(update={"retries": retried}) if retried else response
 
     async def aclose(self) -> None:
         """Close the SDK client of the running loop, if any."""

@@ -10,6 +10,8 @@ dead-lettered or stored in an event without leaking either.
 
 from __future__ import annotations
 
+from streamagents.serde.chat import RetryAttempt
+
 __all__ = [
     "BadRequest",
     "ConnectionFailed",
@@ -30,7 +32,8 @@ class ProviderError(Exception):
     """A model call failed: the provider, HTTP status, provider error code and message.
 
     `retry_after` holds the delay the provider asked for (Retry-After), when it sent one;
-    `attempts` how many requests were sent before giving up.
+    `attempts` how many requests were sent before giving up, `retries` the failed attempts
+    before the last one (set by the retry loop).
     """
 
     retryable: bool = False
@@ -50,6 +53,7 @@ class ProviderError(Exception):
         self.code = code
         self.retry_after = retry_after
         self.attempts = 1
+        self.retries: list[RetryAttempt] = []
         super().__init__(self._describe())
 
     def _describe(self) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from streamagents.connectors.providers._errors import EmptyResponseError, ProviderError
+from streamagents.serde.chat import RetryAttempt
 
 __all__ = [
     "RetryBudget",
@@ -128,8 +129,13 @@ async def call_with_retries(
     policy: RetryPolicy,
     budget: RetryBudget,
     rng: random.Random,
+    retried: list[RetryAttempt] | None = None,
 ) -> T:
-    """Await `send()` until it succeeds, retrying retryable `ProviderError`s per `policy`."""
+    """Await `send()` until it succeeds, retrying retryable `ProviderError`s per `policy`.
+
+    Each failed attempt that is retried is appended to `retried` when given; an error
+    raised at the end carries them too (`ProviderError.retries`)."""
+    retried = [] if retried is None else retried
     started = time.monotonic()
     retries = 0
     empty_retried = False
@@ -141,6 +147,7 @@ async def call_with_retries(
             return await send()
         except ProviderError as error:
             error.attempts = attempts
+            error.retries = list(retried)
             if isinstance(error, EmptyResponseError):
                 if empty_retried:
                     raise
@@ -154,4 +161,13 @@ async def call_with_retries(
                 if elapsed + delay > policy.max_elapsed_s or not budget.try_spend():
                     raise
                 retries += 1
+            retried.append(
+                RetryAttempt(
+                    attempt=attempts,
+                    ended_ms=time.time() * 1000,
+                    error_type=type(error).__name__,
+                    status=error.status,
+                    backoff_ms=delay * 1000,
+                )
+            )
         await asyncio.sleep(delay)

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from streamagents.connectors.media import MediaStore, has_inline_media_above
-from streamagents.connectors.providers import ChatModel, create_model
+from streamagents.connectors.providers import ChatModel, ProviderError, create_model
 from streamagents.connectors.providers.gemini import ContextCacheSettings
 from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.operators.agent._run_events import event_id_for, make_event
@@ -55,7 +55,7 @@ from streamagents.operators.agent.records import (
     parse_input,
 )
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool
-from streamagents.serde.chat import ChatResponse
+from streamagents.serde.chat import ChatResponse, RetryAttempt, retry_facts
 from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
 from streamagents.serde.safe_text import clip
 
@@ -207,6 +207,12 @@ class Outcome(BaseModel):
     results: list[ChatMessage] = Field(default_factory=list, description="Tool results, in order.")
     error: ErrorInfo | None = None
     latency_ms: float = 0.0
+    attempts: int | None = Field(
+        default=None, description="Requests a model call that failed sent (None: not known)."
+    )
+    retries: list[RetryAttempt] = Field(
+        default_factory=list, description="The failed attempts it retried before giving up."
+    )
 
 
 class Step(BaseModel):
@@ -567,6 +573,8 @@ class AgentRuntime:
             if raised is not None:
                 message = clip(str(raised)) or type(raised).__name__
                 outcome["error"] = ErrorInfo(type=type(raised).__name__, message=message)
+                if isinstance(raised, ProviderError):
+                    outcome.update(attempts=raised.attempts, retries=raised.retries)
             else:
                 outcome["response" if model_turn else "results"] = value
         outcome["latency_ms"] = (time.monotonic() - started) * 1000
@@ -642,6 +650,8 @@ class AgentRuntime:
                 error_class=error.type,
                 error_message=error.message,
                 latency_ms=outcome.latency_ms,
+                attempts=outcome.attempts,
+                attributes=retry_facts(outcome.retries),
             )
             return self._fail(run, error, dead_letter=True)
         response = outcome.response
@@ -662,6 +672,7 @@ class AgentRuntime:
             finish_reason=response.finish_reason,
             interaction_id=response.interaction_id,
             continued_from=response.continued_from,
+            attempts=len(response.retries) + 1,
             attributes=self._response_facts(response, fallback),
         )
         for evidence in response.evidence:
@@ -794,7 +805,7 @@ class AgentRuntime:
         sources = [s.uri for e in response.evidence for s in e.sources]
         if sources:
             facts["sources"] = str(len(sources))
-        return facts
+        return {**facts, **retry_facts(response.retries)}
 
     def _after_tools(self, run: _Run, pending: ToolAction, outcome: Outcome) -> Step:
         call_ids = outcome.call_ids or [call.id for call in pending.calls]

@@ -365,6 +365,12 @@ class AgentFunction(KeyedProcessFunction):
             # The key is idle: its end-of-input timer would otherwise stay in state forever.
             ctx.timer_service().delete_event_time_timer(FAR_FUTURE_MS)
 
+    def _trace(self, events: list[str], run_ended: bool = False) -> None:
+        """Hand a step's events to the live telemetry, when it is on."""
+        if self._telemetry is not None:
+            self._telemetry.events(events, run_ended=run_ended)
+            self._count_spans()
+
     def _apply_step(
         self,
         step: Step,
@@ -376,9 +382,7 @@ class AgentFunction(KeyedProcessFunction):
     ) -> Iterator[Any]:
         """Emit a step's records and keep or end its run; returns whether the run goes on."""
         yield from self._emit_events(step.events)
-        if self._telemetry is not None:
-            self._telemetry.events(step.events, run_ended=step.state is None)
-            self._count_spans()
+        self._trace(step.events, run_ended=step.state is None)
         if step.dead_letter is not None:
             self._metrics.dead_letters.inc()
             yield DEAD_LETTERS_TAG, step.dead_letter
@@ -503,6 +507,7 @@ class AgentFunction(KeyedProcessFunction):
         if call is not None and step.state is not None:
             # its other call is running: its outcome is applied to the decided state
             yield from self._emit_events(step.events)
+            self._trace(step.events)
             self._remember(step.settled, now)
             call.state = step.state
             self._run.update(step.state.model_dump_json())

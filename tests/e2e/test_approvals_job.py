@@ -21,12 +21,13 @@ import provider_wire
 import pytest
 from doubles import GeminiScript, function_responses
 from e2e_tools import refunds_made
+from otlp_collector import attributes, received_spans
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
-from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.operators.agent import AgentConfig, Budgets, ModelSpec
-from streamagents.operators.agent.config import ToolRef
+from streamagents.operators.agent.config import TelemetryConfig, ToolRef
 from streamagents.operators.agent.runtime import run_id_for
 from streamagents.operators.flink import agent_stream, configure_environment
 
@@ -77,7 +78,8 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Run the job once; return what it emitted and the stub's wire log."""
     root = tmp_path_factory.mktemp("approvals-e2e")
     script = GeminiScript()
-    with LoopbackStubServer(script) as stub:
+    ok = StubReply(b"", headers={})
+    with LoopbackStubServer(script) as stub, LoopbackStubServer(lambda _r: ok) as collector:
         env = StreamExecutionEnvironment.get_execution_environment(
             configure_environment(Configuration())
         )
@@ -100,6 +102,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             budgets=Budgets(run_timeout_s=RUN_TIMEOUT_S),
             max_in_flight=8,
             media_store=str(root / "media"),
+            telemetry=TelemetryConfig(otlp_endpoint=collector.url),
         )
         lines = [json.dumps(r) for r in INPUTS]
         records = env.from_collection(lines, type_info=Types.STRING()).map(
@@ -113,10 +116,12 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
         )
         with tagged.execute_and_collect(JOB_ID) as results:
             emitted = [(kind, json.loads(text)) for kind, text in results]
+        spans = received_spans(collector, JOB_ID)
     found: dict[str, list[dict[str, Any]]] = {"output": [], "event": [], "dead": [], "ask": []}
     for kind, record in emitted:
         found[kind].append(record)
-    return {**found, "order": [r["id"] for k, r in emitted if k == "output"], "script": script}
+    order = [r["id"] for k, r in emitted if k == "output"]
+    return {**found, "order": order, "script": script, "spans": spans}
 
 
 def output_of(job: Any, input_id: str) -> dict[str, Any]:
@@ -209,3 +214,26 @@ def test_a_run_parked_when_the_input_ends_is_a_dead_letter_with_its_input(job: A
     [letter] = [d for d in job["dead"] if d["error_type"] == "ApprovalPending"]
     assert letter["id"] == "end-1" and json.loads(letter["input"])["key"] == "end"
     assert output_of(job, "end-1")["status"] == "error"
+
+
+def test_each_approval_wait_is_a_span_sent_live(job: Any) -> None:
+    waits = {
+        attributes(s)["streamagents.approval.call_id"]: s
+        for s in job["spans"]
+        if s.name.startswith("await_approval")
+    }
+    decisions = {
+        input_id: attributes(waits[approval_id(input_id)]).get("streamagents.approval.decision")
+        for input_id in ("ap-1", "rj-1", "ed-1", "to-1", "mx-1")
+    }
+    assert decisions == {
+        "ap-1": "approve",
+        "rj-1": "reject",
+        "ed-1": "approve",
+        "to-1": "expired",
+        "mx-1": "approve",
+    }
+    assert attributes(waits[approval_id("to-1")])["streamagents.approval.timed_out"] is True
+    assert attributes(waits[approval_id("end-1")])["streamagents.incomplete"] is True
+    assert waits[approval_id("ap-1")].name == "await_approval refund_order"
+    assert not any("streamagents.approval.by" in attributes(s) for s in waits.values())

@@ -17,12 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from otlp_collector import attributes, received_spans
-from sample_runs import HOSTILE, SECRET, SampleLog, write_sample_log
+from sample_runs import HOSTILE, SECRET, SampleLog, write_retry_and_approval_log, write_sample_log
 
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.jobs.cli import main
 from streamagents.operators.otel_spans import span_id_for, spans_from_events, trace_id_for
+from streamagents.serde.chat import RetryAttempt, retry_facts
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -37,12 +38,10 @@ def _received(stub: LoopbackStubServer) -> list[Span]:
     return received_spans(stub)
 
 
-def _export(sample: SampleLog, *extra: str) -> list[Span]:
+def _export(sample: SampleLog | Path, *extra: str) -> list[Span]:
+    log_dir = sample.log_dir if isinstance(sample, SampleLog) else sample
     with LoopbackStubServer(lambda _request: StubReply(b"", headers={})) as stub:
-        assert (
-            main(["eventlog", "export-otlp", str(sample.log_dir), "--endpoint", stub.url, *extra])
-            == 0
-        )
+        assert main(["eventlog", "export-otlp", str(log_dir), "--endpoint", stub.url, *extra]) == 0
         return _received(stub)
 
 
@@ -210,6 +209,36 @@ def test_json_file_holds_the_same_spans_in_otlp_json(
     assert len(children) == 3
 
 
+def test_retries_are_chat_span_events_and_an_approval_wait_is_a_span(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    write_retry_and_approval_log(log)
+    spans = {span.name: span for span in _export(log)}
+    chat = spans["chat gpt-test"]
+    assert attributes(chat)["streamagents.attempts"] == 3
+    assert [e.name for e in chat.events] == ["retry", "retry"]
+    first, second = (attributes(e) for e in chat.events)
+    assert first == {
+        "streamagents.retry.attempt": 1,
+        "error.type": "RateLimited",
+        "http.response.status_code": 429,
+        "streamagents.retry.backoff_ms": 400.0,
+    }
+    assert second["http.response.status_code"] == 503
+    assert chat.start_time_unix_nano < chat.events[0].time_unix_nano < chat.end_time_unix_nano
+    assert chat.events[0].time_unix_nano < chat.events[1].time_unix_nano
+
+    wait = spans["await_approval refund"]
+    assert wait.parent_span_id == spans["invoke_agent sample-job"].span_id
+    assert wait.end_time_unix_nano - wait.start_time_unix_nano == 30_000 * 1_000_000
+    facts = attributes(wait)
+    assert facts["streamagents.approval.decision"] == "approve"
+    assert facts["streamagents.approval.timed_out"] is False
+    assert "streamagents.approval.by" not in facts
+    captured = {span.name: span for span in _export(log, "--capture-content")}
+    assert attributes(captured["await_approval refund"])["streamagents.approval.by"] == "ana"
+    assert wait.span_id == captured["await_approval refund"].span_id
+
+
 def test_a_collector_that_refuses_fails_the_command_and_says_so(
     sample: SampleLog, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -255,6 +284,7 @@ def test_without_the_extra_the_command_says_what_to_install(
     assert not out.exists()
 
 
+_APPROVALS = ["approval_requested", "approval_decided", "approval_expired"]
 _KINDS = ["input", "chat_request", "chat_response", "tool_request", "tool_response", "output"]
 
 
@@ -266,8 +296,14 @@ def _event_logs(draw: st.DrawFn) -> list[AgentEvent]:
         run = draw(st.sampled_from(["r1", "r2", "r3"]))
         earlier = [e.event_id for e in events] or ["x"]
         upstream = draw(st.one_of(st.none(), st.sampled_from(earlier)))
-        kind = draw(st.sampled_from([*_KINDS, "error"]))
+        kind = draw(st.sampled_from([*_KINDS, *_APPROVALS, "error"]))
         payload: dict[str, Any] = {"latency_ms": draw(st.one_of(st.none(), st.floats(0, 1e7)))}
+        if kind in _APPROVALS:
+            payload["attributes"] = {"call_id": draw(st.sampled_from(["a", "b"]))}
+        if kind == "chat_response":
+            when = draw(st.floats(-1e7, 2e7))
+            retry = RetryAttempt(attempt=1, ended_ms=when, error_type="E", backoff_ms=1.0)
+            payload["attributes"] = retry_facts(draw(st.lists(st.just(retry), max_size=2)))
         if kind == "tool_request":
             payload["tool_calls"] = [
                 ToolCall(id=f"c{n}", name="t", arguments={"a": draw(st.text(max_size=5))})
@@ -308,4 +344,5 @@ def test_any_event_mix_gives_well_formed_spans(events: list[AgentEvent], capture
         if span is not root:
             assert span.parent_span_id == root.span_id
             assert root.start_ns <= span.start_ns and span.end_ns <= root.end_ns
+        assert all(span.start_ns <= e.time_ns <= span.end_ns for e in span.events)
     assert spans_from_events(list(reversed(events)), capture_content=capture) == spans

@@ -14,7 +14,7 @@ from pathlib import Path
 from streamagents.connectors.eventlog import EventLogWriter
 from streamagents.connectors.media import MediaStore
 from streamagents.jobs.examples.sample_data import png
-from streamagents.serde.chat import TokenUsage
+from streamagents.serde.chat import RetryAttempt, TokenUsage, retry_facts
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart, ToolCall
 
@@ -149,3 +149,47 @@ def write_sample_log(folder: Path) -> SampleLog:
     with EventLogWriter(folder / "log", level="verbose") as writer:
         writer.write_all(events)
     return SampleLog(folder / "log", folder / "media", user_image, tool_image, events)
+
+
+def write_retry_and_approval_log(folder: Path) -> None:
+    """Write, under `folder`, the log of run `carol`: its model call succeeds on the third
+    attempt (after a 429 and a 503) and asks for `refund`, which a person (`ana`) approves."""
+    carol = _Run("carol", T0 + 20_000)
+    last = carol.emit("input", messages=[ChatMessage.user("refund A1")])
+    request = carol.emit("chat_request", upstream=last, model="gpt-test")
+    sent = carol.now
+    retries = [
+        RetryAttempt(
+            attempt=1, ended_ms=sent + 100, error_type="RateLimited", status=429, backoff_ms=400
+        ),
+        RetryAttempt(
+            attempt=2, ended_ms=sent + 600, error_type="ServerError", status=503, backoff_ms=900
+        ),
+    ]
+    refund = ToolCall(id="call-9", name="refund", arguments={"order": "A1"})
+    last = carol.emit(
+        "chat_response",
+        upstream=request,
+        after_ms=2_000,
+        messages=[ChatMessage(role="assistant", tool_calls=[refund])],
+        model="gpt-test",
+        latency_ms=1_990.0,
+        attempts=3,
+        attributes=retry_facts(retries),
+    )
+    call = carol.emit("tool_request", upstream=last, tool_calls=[refund])
+    facts = {"call_id": call, "deadline_ms": str(carol.now + 60_000)}
+    carol.emit("approval_requested", upstream=call, tool_calls=[refund], attributes=facts)
+    decided = {"call_id": call, "decision": "approve", "by": "ana", "comment": "ok"}
+    carol.emit(
+        "approval_decided",
+        upstream=call,
+        after_ms=30_000,
+        tool_calls=[refund],
+        attributes={**decided, "edited_arguments": "false"},
+    )
+    done = ChatMessage.tool_result("call-9", "refund", "refunded")
+    carol.emit("tool_response", upstream=call, tool_results=[done], latency_ms=3.0)
+    carol.emit("output", attributes={"status": "ok"})
+    with EventLogWriter(folder, level="verbose") as writer:
+        writer.write_all(carol.events)

@@ -162,6 +162,37 @@ def test_5xx_is_retried_with_backoff(stub: LoopbackStubServer, wire: Wire) -> No
     assert len(stub.requests) == 3
 
 
+def test_each_retried_attempt_is_told_on_the_reply_or_the_final_error(
+    stub: LoopbackStubServer, wire: Wire
+) -> None:
+    before = time.time() * 1000
+    stub.script(
+        StubReply(wire.error(429, "slow down"), status=429),
+        StubReply(wire.error(503, "busy"), status=503),
+        wire.ok,
+    )
+    response = wire.model(stub.url).chat(HELLO)
+    after = time.time() * 1000
+    facts = [(r.attempt, r.error_type, r.status) for r in response.retries]
+    assert facts == [(1, "RateLimited", 429), (2, "ServerError", 503)]
+    first, second = response.retries
+    assert before <= first.ended_ms <= second.ended_ms <= after
+    assert second.ended_ms - first.ended_ms >= first.backoff_ms - 1  # it waited its backoff
+    assert all(5 <= r.backoff_ms <= 50 for r in response.retries)  # FAST's jittered band
+    assert "slow down" not in response.model_dump_json()  # facts only, never bodies
+
+    stub.script(StubReply(wire.error(429, "no"), status=429), wire.ok)
+    assert wire.model(stub.url).chat(HELLO).retries[0].status == 429
+    stub.script(wire.ok)
+    assert wire.model(stub.url).chat(HELLO).retries == []
+
+    stub.script(*[StubReply(wire.error(500, f"boom {i}"), status=500) for i in range(3)])
+    with pytest.raises(ServerError) as raised:
+        wire.model(stub.url, max_retries=2).chat(HELLO)
+    assert [(r.attempt, r.status) for r in raised.value.retries] == [(1, 500), (2, 500)]
+    assert raised.value.attempts == 3
+
+
 def test_slow_reply_times_out_and_is_retried(stub: LoopbackStubServer, wire: Wire) -> None:
     stub.script(StubReply(wire.ok, delay_s=1.5), wire.ok)
     assert wire.model(stub.url, timeout=0.3).chat(HELLO).message.content == "ok"

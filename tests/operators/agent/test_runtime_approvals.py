@@ -27,6 +27,7 @@ from streamagents.operators.agent.config import AgentConfig, ModelSpec, ToolRef
 from streamagents.operators.agent.records import InputError, InputRecord
 from streamagents.operators.agent.runtime import AgentRuntime, Step, run_id_for
 from streamagents.operators.agent.tools import Tool
+from streamagents.operators.otel_spans import LiveSpans, SpanRecord, spans_from_events
 from streamagents.serde.events import AgentEvent
 
 T0 = 1_000_000
@@ -431,3 +432,68 @@ def test_hostile_decisions_are_input_errors_naming_the_rule() -> None:
     ]:
         with pytest.raises(InputError, match=rule):
             parse_line(line, "key")
+
+
+def _run_events(*steps: Step) -> list[AgentEvent]:
+    return [AgentEvent.model_validate_json(e) for s in steps for e in s.events]
+
+
+def _approval_span(spans: list[SpanRecord]) -> SpanRecord:
+    (span,) = [s for s in spans if s.name.startswith("await_approval")]
+    return span
+
+
+def test_an_approval_wait_is_a_span_from_request_to_decision(tmp_path: Path) -> None:
+    runtime = runtime_with(
+        tmp_path, calls(("refund", {"order": "A1", "amount": 30})), answer("Refunded.")
+    )
+    raw = json.dumps({"id": "in-1", "key": "cust-1", "text": "refund A1"})
+    started = runtime.start(runtime.parse(raw), [], T0)
+    parked = run_pending(runtime, started, T0)
+    decided = runtime.decide(parked.state, decision(by="ana", comment="fine"), T0 + 5_000)
+    after_tool = run_pending(runtime, decided, T0 + 5_005)
+    done = run_pending(runtime, after_tool, T0 + 5_010)
+    steps = [started, parked, decided, after_tool, done]
+    log = _run_events(*steps)
+
+    spans = spans_from_events(log)
+    wait = _approval_span(spans)
+    root = next(s for s in spans if s.parent_span_id is None)
+    assert wait.name == "await_approval refund" and wait.parent_span_id == root.span_id
+    assert (wait.start_ns, wait.end_ns) == (T0 * 1_000_000, (T0 + 5_000) * 1_000_000)
+    assert wait.attributes["gen_ai.tool.name"] == "refund"
+    assert wait.attributes["streamagents.approval.call_id"] == APPROVAL
+    assert wait.attributes["streamagents.approval.decision"] == "approve"
+    assert wait.attributes["streamagents.approval.timed_out"] is False
+    assert wait.attributes["streamagents.approval.deadline_ms"] == T0 + DAY_MS
+    assert not any("ana" in str(v) or "fine" in str(v) for v in wait.attributes.values())
+    captured = _approval_span(spans_from_events(log, capture_content=True))
+    assert captured.attributes["streamagents.approval.by"] == "ana"
+    assert captured.attributes["streamagents.approval.comment"] == "fine"
+    assert captured.span_id == wait.span_id
+
+    live = LiveSpans()
+    sent = [span for step in steps for span in live.add(_run_events(step))]
+    sent += live.end(root.attributes["streamagents.run_id"])  # type: ignore[arg-type]
+    assert sorted(sent, key=lambda s: s.span_id) == sorted(spans, key=lambda s: s.span_id)
+    assert _approval_span(sent) == wait
+
+    restored = LiveSpans()  # the request was emitted before a restore: the decision opens it
+    again = _approval_span(restored.add(_run_events(decided)))
+    assert (again.trace_id, again.span_id) == (wait.trace_id, wait.span_id)
+    assert again.end_ns == wait.end_ns
+    assert again.attributes["streamagents.approval.decision"] == "approve"
+
+
+def test_an_expired_approval_is_a_timed_out_span(tmp_path: Path) -> None:
+    runtime = runtime_with(
+        tmp_path, calls(("small_refund", {"order": "A1", "amount": 500})), answer("No answer.")
+    )
+    parked = begin(runtime)
+    expired = runtime.expire(parked.state, T0 + 60_000)
+    wait = _approval_span(spans_from_events(_run_events(parked, expired), capture_content=True))
+    assert wait.name == "await_approval small_refund"
+    assert wait.attributes["streamagents.approval.timed_out"] is True
+    assert wait.attributes["streamagents.approval.decision"] == "expired"
+    assert "streamagents.approval.by" not in wait.attributes
+    assert (wait.end_ns - wait.start_ns) == 60_000 * 1_000_000
