@@ -141,7 +141,13 @@ def test_each_eviction_gets_exactly_one_uncached_retry_of_the_same_turn(job: Any
 
 def test_caches_created_are_evictions_plus_one_and_the_last_is_used(job: Any) -> None:
     double = job["stub"].double
-    assert len(double.created) == len(EVICT_AT) + 1
+    actions = [
+        (e["payload"]["attributes"]["action"], e["payload"]["attributes"].get("cache"))
+        for e in job["events"]
+        if e["event_type"] == "context_cache"
+    ]
+    calls = [(r.method, r.path.split("/")[-1][:40]) for r in job["requests"]]
+    assert len(double.created) == len(EVICT_AT) + 1, (actions, calls)
     created = [
         e
         for e in job["events"]

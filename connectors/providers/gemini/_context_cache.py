@@ -147,6 +147,8 @@ class ContextCache:
         return response
 
     def _maybe_create(self, request: GeminiRequest, key: str, prompt_tokens: int) -> None:
+        if self._handle is not None and self._handle[0] == key:
+            return  # a creation finished while this turn's uncached request was out
         if self._creating is not None and self._creating_key == key:
             return
         if prompt_tokens < self.settings.min_tokens or time.monotonic() < self._retry_at:

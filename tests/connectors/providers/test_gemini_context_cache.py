@@ -139,6 +139,36 @@ def test_turns_do_not_wait_for_a_slow_creation() -> None:
     assert len(double.created) == 1
 
 
+def test_a_creation_finishing_during_an_uncached_turn_is_not_made_again() -> None:
+    release, created = threading.Event(), threading.Event()
+
+    def responder(request: RecordedRequest) -> StubReply | dict[str, Any]:
+        if "cachedContents" in request.path:
+            release.wait(10)
+            reply = double(request)
+            created.set()
+            return reply
+        if b"q2" in request.body:  # the creation completes while this turn is out
+            release.set()
+            created.wait(10)
+            threading.Event().wait(0.3)  # time for the client to take the created cache
+        return double(request)
+
+    double = CachedContentsDouble(ok)
+    with LoopbackStubServer(responder) as stub:
+        gemini = model(stub)
+
+        async def scenario() -> None:
+            await gemini.achat(ask("q1"))
+            await gemini.achat(ask("q2"))
+            await settle(gemini)
+            await gemini.achat(ask("q3"))
+
+        asyncio.run(scenario())
+    assert double.created == ["cachedContents/stub-1"]
+    assert ["cachedContent" in b for b in generate_bodies(stub)] == [False, False, True]
+
+
 def test_eviction_gives_one_uncached_retry_and_a_fresh_cache_next_turn(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
