@@ -15,21 +15,19 @@ import uuid
 from collections import Counter
 from typing import Any
 
-import doubles
 import e2e_tools
-import provider_wire
 import pytest
 from doubles import GeminiScript, function_responses
 from e2e_tools import refunds_made
 from otlp_collector import attributes, received_spans
-from pyflink.common import Configuration, Types
-from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.common import Types
+from scripted_job import scripted_environment, stub_gemini
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
-from streamagents.operators.agent import AgentConfig, Budgets, ModelSpec
+from streamagents.operators.agent import AgentConfig, Budgets
 from streamagents.operators.agent.config import TelemetryConfig, ToolRef
 from streamagents.operators.agent.runtime import run_id_for
-from streamagents.operators.flink import agent_stream, configure_environment
+from streamagents.operators.flink import agent_stream
 
 pytestmark = pytest.mark.e2e
 
@@ -80,19 +78,10 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     script = GeminiScript()
     ok = StubReply(b"", headers={})
     with LoopbackStubServer(script) as stub, LoopbackStubServer(lambda _r: ok) as collector:
-        env = StreamExecutionEnvironment.get_execution_environment(
-            configure_environment(Configuration())
-        )
-        env.set_parallelism(1)
-        for module in (e2e_tools, doubles, provider_wire):
-            env.add_python_file(module.__file__)
+        env = scripted_environment()
         config = AgentConfig(
             job_id=JOB_ID,
-            model=ModelSpec(
-                provider="gemini",
-                model="gemini-3-flash-preview",
-                options={"api_key": "test-key", "base_url": stub.url, "max_retries": 0},
-            ),
+            model=stub_gemini(stub.url),
             tools=[
                 ToolRef(ref="e2e_tools:refund_order", approval="required"),
                 ToolRef(ref="e2e_tools:cancel_order", approval="required", approval_timeout_s=2),

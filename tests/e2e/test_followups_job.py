@@ -12,20 +12,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import doubles
 import e2e_tools
-import provider_wire
 import pytest
 from doubles import GeminiScript, texts
-from pyflink.common import Configuration, Types
-from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.common import Types
+from scripted_job import scripted_environment, stub_gemini
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.operators.agent import AgentConfig, ModelSpec
+from streamagents.operators.agent import AgentConfig
 from streamagents.operators.agent.config import FollowupConfig
 from streamagents.operators.agent.records import parse_input
 from streamagents.operators.agent.runtime import run_id_for
-from streamagents.operators.flink import agent_stream, configure_environment
+from streamagents.operators.flink import agent_stream
 
 pytestmark = pytest.mark.e2e
 
@@ -50,19 +48,10 @@ def job() -> Any:
     """Run the job once; return what it emitted and the stub's wire log."""
     script = GeminiScript()
     with LoopbackStubServer(script) as stub:
-        env = StreamExecutionEnvironment.get_execution_environment(
-            configure_environment(Configuration())
-        )
-        env.set_parallelism(1)
-        for module in (e2e_tools, doubles, provider_wire):
-            env.add_python_file(module.__file__)
+        env = scripted_environment()
         config = AgentConfig(
             job_id=JOB_ID,
-            model=ModelSpec(
-                provider="gemini",
-                model="gemini-3-flash-preview",
-                options={"api_key": "test-key", "base_url": stub.url, "max_retries": 0},
-            ),
+            model=stub_gemini(stub.url),
             followups=FollowupConfig(enabled=True, min_delay_s=0.5, max_pending=3),
             max_in_flight=8,
         )

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
+from scripted_job import stub_gemini
 
 from streamagents.connectors.loopback_stub import (
     CachedContentsDouble,
@@ -23,7 +24,7 @@ from streamagents.connectors.loopback_stub import (
     RecordedRequest,
     StubReply,
 )
-from streamagents.operators.agent import AgentConfig, ModelSpec
+from streamagents.operators.agent import AgentConfig
 from streamagents.operators.agent.config import ContextCacheConfig
 from streamagents.operators.flink import agent_stream, configure_environment
 
@@ -82,11 +83,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
         env.set_parallelism(1)
         config = AgentConfig(
             job_id="cache-e2e",
-            model=ModelSpec(
-                provider="gemini",
-                model="gemini-3-flash-preview",
-                options={"api_key": "test-key", "base_url": stub.url, "max_retries": 0},
-            ),
+            model=stub_gemini(stub.url),
             system_prompt=POLICY,
             documents=["https://example.org/manual.pdf"],
             context_cache=ContextCacheConfig(enabled=True, ttl_s=600),
