@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Generic, TypeVar
 
+import aiohttp
 import pydantic
 
 from streamagents.connectors.media import MediaStore
@@ -48,9 +49,19 @@ from streamagents.serde.chat import ChatResponse, RetryAttempt, ToolSpec
 from streamagents.serde.messages import ChatMessage
 from streamagents.serde.safe_text import scrub
 
-__all__ = ["TRANSPORT_ERRORS", "ChatModel", "LoopBoundClient", "ModelOptions", "SDKChatModel"]
+__all__ = [
+    "TRANSPORTS",
+    "TRANSPORT_ERRORS",
+    "ChatModel",
+    "LoopBoundClient",
+    "ModelOptions",
+    "SDKChatModel",
+    "failed_connection_beneath",
+]
 
 C = TypeVar("C")
+TRANSPORTS = ("aiohttp", "httpx")
+"""The HTTP transports an SDK client can use (`ModelOptions.transport`)."""
 OptionsT = TypeVar("OptionsT", bound="ModelOptions")
 
 
@@ -74,8 +85,16 @@ class ChatModel(ABC):
         tools: Sequence[ToolSpec] = (),
         **options: Any,
     ) -> ChatResponse:
-        """Blocking form of `achat`, for code that has no event loop running."""
-        return asyncio.run(self.achat(messages, tools, **options))
+        """Blocking form of `achat`, for code that has no event loop running (the client it
+        opens in its own loop is closed before it returns)."""
+
+        async def once() -> ChatResponse:
+            try:
+                return await self.achat(messages, tools, **options)
+            finally:
+                await self.aclose()
+
+        return asyncio.run(once())
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, default does nothing
         """Release the SDK client's connections."""
@@ -102,6 +121,15 @@ class ModelOptions:
     """Where media parts given by store ref are read from."""
     generation: Mapping[str, Any] | None = None
     """Generation options sent with every call (temperature, max_tokens, ...)."""
+    transport: str = "aiohttp"
+    """The SDK's HTTP transport: `aiohttp` (its aiohttp client: about half the CPU per call
+    of httpx) or `httpx` (the SDK's default, for an httpx-only proxy or mTLS setup)."""
+
+    def __post_init__(self) -> None:
+        if self.transport not in TRANSPORTS:
+            raise ValueError(
+                f"unknown transport {self.transport!r}; known: {', '.join(TRANSPORTS)}"
+            )
 
     @classmethod
     def from_keywords(cls: type[OptionsT], owner: str, options: Mapping[str, Any]) -> OptionsT:
@@ -126,9 +154,25 @@ def _http_exception_types(name: str) -> tuple[type[BaseException], ...]:
 
 
 _TIMEOUTS = (TimeoutError, asyncio.TimeoutError, *_http_exception_types("TimeoutException"))
-TRANSPORT_ERRORS = (OSError, *_http_exception_types("TransportError"))
+TRANSPORT_ERRORS = (
+    OSError,
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    *_http_exception_types("TransportError"),
+)
 """Errors of a connection that failed or dropped (the adapters map them to ConnectionFailed)."""
 _BAD_BODIES = (json.JSONDecodeError, pydantic.ValidationError)
+
+
+def failed_connection_beneath(error: BaseException) -> bool:
+    """Whether a timeout an SDK raised stands for a connection that failed, not one that
+    timed out: `openai`'s aiohttp transport reports a refused connection as `ConnectTimeout`."""
+    cause = error.__cause__
+    while cause is not None:
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, TimeoutError):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 class LoopBoundClient(Generic[C]):

@@ -22,12 +22,15 @@ from typing import Any
 
 from google import genai
 from google.genai import _interactions as interactions_errors
-from google.genai import types
 
 from streamagents.connectors.providers._adapter_base import TRANSPORT_ERRORS
 from streamagents.connectors.providers._errors import BadRequest, ConnectionFailed, ProviderError
 from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
-from streamagents.connectors.providers.gemini._model import GeminiChatModel, GeminiOptions
+from streamagents.connectors.providers.gemini._model import (
+    GeminiChatModel,
+    GeminiOptions,
+    sdk_http_options,
+)
 from streamagents.connectors.providers.gemini.interactions_wire import (
     PROVIDER,
     InteractionsRequest,
@@ -160,13 +163,7 @@ class GeminiInteractionsModel(GeminiChatModel):
         options = self.options
         return genai.Client(
             api_key=options.api_key,
-            http_options=types.HttpOptions(
-                base_url=options.base_url,
-                api_version=options.api_version,
-                timeout=None if options.timeout is None else int(options.timeout * 1000),
-                retry_options=types.HttpRetryOptions(attempts=1),  # else the interactions
-                # client retries on its own, under ours
-            ),
+            http_options=sdk_http_options(options),
         )
 
     def _sdk_error(self, error: Exception) -> ProviderError | None:

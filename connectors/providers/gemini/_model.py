@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import httpx2
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
@@ -52,6 +53,23 @@ class GeminiOptions(ModelOptions):
     """Cache the system instruction, tools and agent documents on the server (None: off)."""
 
 
+def sdk_http_options(options: GeminiOptions) -> types.HttpOptions:
+    """The google-genai client's HTTP options: endpoint, timeout, one attempt, transport."""
+    return types.HttpOptions(
+        base_url=options.base_url,
+        api_version=options.api_version,
+        timeout=None if options.timeout is None else int(options.timeout * 1000),
+        # One attempt: our shell retries. Set rather than None: with no retry options the
+        # SDK retries on its own (its aiohttp path sleeps 1-10 s and tries a failed
+        # connection again; the interactions client retries too).
+        retry_options=types.HttpRetryOptions(attempts=1),
+        # A transport of its own is how the SDK is told to use httpx rather than aiohttp.
+        async_client_args={"transport": httpx2.AsyncHTTPTransport()}
+        if options.transport == "httpx"
+        else None,
+    )
+
+
 class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
     """A Gemini model (Gemini API or Vertex AI) behind the neutral `ChatModel` interface."""
 
@@ -82,12 +100,7 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
 
     def _new_client(self) -> genai.Client:
         options = self.options
-        http_options = types.HttpOptions(
-            base_url=options.base_url,
-            api_version=options.api_version,
-            timeout=None if options.timeout is None else int(options.timeout * 1000),
-            retry_options=None,
-        )
+        http_options = sdk_http_options(options)
         if options.vertexai:
             return genai.Client(
                 vertexai=True,

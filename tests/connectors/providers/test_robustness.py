@@ -267,27 +267,36 @@ def test_malformed_json_reply_is_a_malformed_response_and_retried(
     assert len(stub.requests) == 4
 
 
-def test_refused_connection_is_connection_failed_after_retries(wire: Wire) -> None:
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_refused_connection_is_connection_failed_after_retries(wire: Wire, transport: str) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    started = time.monotonic()
     with pytest.raises(ConnectionFailed) as raised:
-        wire.model(f"http://127.0.0.1:{port}", max_retries=1).chat(HELLO)
+        wire.model(f"http://127.0.0.1:{port}", max_retries=1, transport=transport).chat(HELLO)
     assert raised.value.attempts == 2
+    assert time.monotonic() - started < 1.0  # no retry of the SDK's own under ours
 
 
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 def test_dropped_connection_is_connection_failed_and_retried(
-    stub: LoopbackStubServer, wire: Wire
+    stub: LoopbackStubServer, wire: Wire, transport: str
 ) -> None:
     stub.script(StubReply(drop=True), wire.ok)
-    assert wire.model(stub.url).chat(HELLO).message.content == "ok"
+    assert wire.model(stub.url, transport=transport).chat(HELLO).message.content == "ok"
     assert len(stub.requests) == 2
 
     stub.script(StubReply(drop=True), StubReply(drop=True))
     with pytest.raises(ConnectionFailed) as raised:
-        wire.model(stub.url, max_retries=1).chat(HELLO)
+        wire.model(stub.url, max_retries=1, transport=transport).chat(HELLO)
     assert raised.value.attempts == 2
     assert len(stub.requests) == 4
+
+
+def test_an_unknown_transport_is_refused_naming_the_choices(wire: Wire) -> None:
+    with pytest.raises(ValueError, match="unknown transport 'requests'; known: aiohttp, httpx"):
+        wire.model("http://127.0.0.1:9", transport="requests")
 
 
 def test_errors_never_contain_the_api_key_or_media_bytes(
