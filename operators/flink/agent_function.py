@@ -3,8 +3,8 @@
 `AgentFunction` is a `KeyedProcessFunction` (thread mode) that keeps, per key, in keyed
 state: the run in progress (`RunState` JSON), the queue of inputs waiting for it (arrival
 order) and the short-term history. It drives an `AgentRuntime` one step at a time: all
-state changes happen on the task thread (`start` and `advance` compute them on a helper
-thread while it waits, see `_off_task`), `perform` runs on an `EngineLoop` thread. A call's
+state changes happen on the task thread (the runtime's media store hands its own calls
+to a helper thread, see `TaskThreadStore`), `perform` runs on an `EngineLoop` thread. A call's
 result reaches the task thread through a timer for its key, set at the call's estimated
 completion time, or, when `max_waiting_inputs` inputs already wait in the subtask, in the
 `process_element` of the key's next input, which waits for it (the task thread never
@@ -75,7 +75,8 @@ from streamagents.operators.flink._engine_loop import EngineLoop, Timed
 from streamagents.operators.flink._metrics import EngineMetrics, UsageTotals
 from streamagents.operators.flink._poll_schedule import PollSchedule
 from streamagents.operators.flink._sdk_logging import quiet_sdk_loggers
-from streamagents.operators.flink._stored_history import StoredHistory
+from streamagents.operators.flink._stored_history import HistoryCache
+from streamagents.operators.flink._task_thread_store import TaskThreadStore
 from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
 from streamagents.operators.otel_live import LiveTelemetry
 from streamagents.serde.messages import ChatMessage
@@ -194,10 +195,13 @@ class AgentFunction(KeyedProcessFunction):
         )
         self._followups_on = self._config.followups.enabled
         self._steps = ThreadPoolExecutor(1, thread_name_prefix="streamagents-steps")
-        self._runtime = self._off_task(self._runtime_factory, self._config)
+        runtime = self._off_task(self._runtime_factory, self._config)
+        runtime.store = TaskThreadStore(runtime.store, self._steps)
+        self._runtime = runtime
         self._loop = EngineLoop(self._config.max_in_flight).start()
         self._calls: dict[str, _Call] = {}
         self._schedule = PollSchedule()
+        self._histories = HistoryCache()
         self._timeout_ms = int(self._config.budgets.run_timeout_s * 1000)
         self._limits = self._config.input_limits
         self._draining = False
@@ -226,13 +230,10 @@ class AgentFunction(KeyedProcessFunction):
             self._event_log.close()
 
     def _off_task(self, function: Callable[..., T], *args: Any) -> T:
-        """Run a runtime step on the steps thread and wait for it.
-
-        In thread mode the task thread runs Python under a thread state of pemja's that is
-        not the one `PyGILState_Ensure` knows, so C extensions that call it while holding
-        the GIL (pyarrow does, under the media store) deadlock there. The steps thread is
-        an ordinary Python thread; the task thread only waits for it.
-        """
+        """Run `function` on the steps thread and wait for it: for what may open or touch
+        pyarrow (building the runtime and its media store, telemetry), which deadlocks on
+        the task thread (see `TaskThreadStore`). The runtime's steps run on the task thread:
+        their media store calls make this hop themselves."""
         return self._steps.submit(function, *args).result()
 
     # -- input -----------------------------------------------------------------------------
@@ -317,13 +318,14 @@ class AgentFunction(KeyedProcessFunction):
 
     # -- runs ------------------------------------------------------------------------------
 
-    def _load_history(self, now_ms: int) -> list[ChatMessage]:
+    def _load_history(self, key: str, now_ms: int) -> list[ChatMessage]:
         stored = self._history.value()
         if stored is None:
             return []
-        history = StoredHistory.decode(stored)
+        history = self._histories.decode(key, stored)
         if self._runtime.history_expired(history.updated_ms, now_ms):
             self._history.clear()
+            self._histories.forget(key)
             return []
         return list(history.messages)
 
@@ -334,10 +336,8 @@ class AgentFunction(KeyedProcessFunction):
             record = None
             try:
                 record = self._number(parse_input(raw, self._config.key_field, self._limits))
-                history = self._load_history(now)
-                step = self._off_task(
-                    self._runtime.start, record, history, now, self._waiting_followups()
-                )
+                history = self._load_history(key, now)
+                step = self._runtime.start(record, history, now, self._waiting_followups())
             except Exception as error:
                 self._metrics.runs_failed.inc()
                 self._metrics.dead_letters.inc()
@@ -393,7 +393,7 @@ class AgentFunction(KeyedProcessFunction):
         self._remember(step.settled, now_ms)
         if step.state is not None and step.state.parked:
             if self._draining:  # the input has ended: no decision can come any more
-                ended = self._off_task(self._runtime.abandon_parked, step.state, now_ms)
+                ended = self._runtime.abandon_parked(step.state, now_ms)
                 return (yield from self._apply_step(ended, before, history, key, ctx, now_ms))
             self._metrics.usage(before, _totals(step.state))
             self._run.update(step.state.model_dump_json())
@@ -413,7 +413,7 @@ class AgentFunction(KeyedProcessFunction):
         (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
         yield from self._keep_followups(step.followups, key, ctx)
         if step.history is not None:
-            self._history.update(StoredHistory(updated_ms=now_ms, messages=step.history).encode())
+            self._history.update(self._histories.encode(key, now_ms, step.history))
         self._run.clear()
         self._arm_cleanup(ctx, now_ms if step.history is not None else None)
         return False
@@ -497,7 +497,7 @@ class AgentFunction(KeyedProcessFunction):
             state = RunState.model_validate_json(stored)
         kept = self._settled.get(decision.call_id)
         settled = None if kept is None else settled_fingerprint(kept)
-        step = self._off_task(self._runtime.decide, state, decision, now, settled, key)
+        step = self._runtime.decide(state, decision, now, settled, key)
         if step.duplicate or step.state is state:
             yield from self._emit_events(step.events)
             if step.dead_letter is not None:
@@ -513,7 +513,7 @@ class AgentFunction(KeyedProcessFunction):
             self._run.update(step.state.model_dump_json())
             return
         assert state is not None
-        history = self._load_history(now)
+        history = self._load_history(key, now)
         yield from self._continue(step, _totals(state), history, key, ctx, now)
 
     def _emit_events(self, events: list[str]) -> Iterator[Any]:
@@ -651,7 +651,7 @@ class AgentFunction(KeyedProcessFunction):
             call.future.cancel()
             del self._calls[key]
             self._count_calls()
-            step = self._off_task(self._runtime.timeout, call.state, now_ms)
+            step = self._runtime.timeout(call.state, now_ms)
             yield from self._continue(step, _totals(call.state), call.history, key, ctx, now_ms)
         else:
             self._arm(call, ctx, now_ms)
@@ -663,7 +663,7 @@ class AgentFunction(KeyedProcessFunction):
         if state.parked:
             yield from self._wake_parked(state, key, ctx, now_ms)
             return
-        history = self._load_history(now_ms)
+        history = self._load_history(key, now_ms)
         if self._telemetry is not None:  # the run's span goes on from its restored state
             self._telemetry.spans.resume(
                 state.run_id,
@@ -678,7 +678,7 @@ class AgentFunction(KeyedProcessFunction):
         if tail is not None:  # count the restored queue towards `max_waiting_inputs`
             self._count_waiting(tail - (self._queue_head.value() or 0))
         if now_ms >= state.timeout_base_ms + self._timeout_ms:
-            step = self._off_task(self._runtime.timeout, state, now_ms)
+            step = self._runtime.timeout(state, now_ms)
             yield from self._continue(step, _totals(state), history, key, ctx, now_ms)
             return
         self._metrics.calls_reissued.inc()
@@ -691,11 +691,11 @@ class AgentFunction(KeyedProcessFunction):
         if not self._draining and (due is None or due > now_ms):
             self._park(state, ctx)  # another timer of the key (cleanup, a restored poll)
             return
-        history = self._load_history(now_ms)
+        history = self._load_history(key, now_ms)
         if self._draining:
-            step = self._off_task(self._runtime.abandon_parked, state, now_ms)
+            step = self._runtime.abandon_parked(state, now_ms)
         else:
-            step = self._off_task(self._runtime.expire, state, now_ms)
+            step = self._runtime.expire(state, now_ms)
         yield from self._continue(step, _totals(state), history, key, ctx, now_ms)
 
     def _harvest(self, call: _Call, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
@@ -705,9 +705,7 @@ class AgentFunction(KeyedProcessFunction):
             self._schedule.observe(call.kind, (timed.finished - call.submitted) * 1000)
             if timed.value.kind == "model":
                 self._metrics.model_latency(timed.value.latency_ms)
-            step = self._off_task(
-                self._runtime.advance, call.state, timed.value, now_ms, call.history
-            )
+            step = self._runtime.advance(call.state, timed.value, now_ms, call.history)
         except Exception as error:
             yield from self._abandon(call, error, key, ctx, now_ms)
             return
@@ -733,12 +731,12 @@ class AgentFunction(KeyedProcessFunction):
         """End a run whose call or step failed unexpectedly: dead letter, then the next input.
 
         The dead letter carries the input as received, read back from the media store when
-        the run kept it there (off the task thread, see `_off_task`).
+        the run kept it there (off the task thread, see `TaskThreadStore`).
         """
         self._metrics.runs_failed.inc()
         self._metrics.dead_letters.inc()
         error_info = ErrorInfo.from_exception(error)
-        yield DEAD_LETTERS_TAG, self._off_task(self._runtime.dead_letter, call.state, error_info)
+        yield DEAD_LETTERS_TAG, self._runtime.dead_letter(call.state, error_info)
         if self._telemetry is not None:
             self._telemetry.end(call.state.run_id)
         self._run.clear()
