@@ -44,11 +44,10 @@ from typing import Any
 
 import yaml
 
-from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel
 from streamagents.jobs.cluster import StandaloneCluster, interpreter_first
 from streamagents.jobs.spec import load_spec
-from streamagents.operators.agent import AgentConfig, AgentRuntime, ToolRegistry
+from streamagents.operators.agent import AgentConfig, AgentRuntime
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -108,9 +107,7 @@ class PingingTestDouble(ChatModel):
 
 def test_double_runtime(config: AgentConfig, port: int, latency_s: float) -> AgentRuntime:
     """The real runtime (tools included) around the pinging test double."""
-    tools = ToolRegistry.from_paths(config.tools, max_workers=config.max_in_flight)
-    model = PingingTestDouble(port, latency_s)
-    return AgentRuntime(config, model, tools, MediaStore(config.media_store))
+    return AgentRuntime.from_config(config, model=PingingTestDouble(port, latency_s))
 
 
 @contextmanager

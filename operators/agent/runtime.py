@@ -355,8 +355,8 @@ class AgentRuntime:
         self._names = [spec.name for spec in self.tool_specs]
 
     @classmethod
-    def from_config(cls, config: AgentConfig) -> AgentRuntime:
-        """Build the model, tools and media store a config names."""
+    def from_config(cls, config: AgentConfig, model: ChatModel | None = None) -> AgentRuntime:
+        """Build the model (unless one is given), tools and media store a config names."""
         store = MediaStore(config.media_store)
         spec = config.model
         options = dict(spec.options)
@@ -369,7 +369,8 @@ class AgentRuntime:
                 min_tokens=cache.min_tokens,
                 display_name=f"streamagents {config.job_id}"[:128],
             )
-        model = create_model(spec.provider, spec.model, media_store=store, **options)
+        if model is None:
+            model = create_model(spec.provider, spec.model, media_store=store, **options)
         tools = ToolRegistry(
             [_declared_tool(entry) for entry in config.tools],
             timeout_s=config.tool_timeout_s,

@@ -71,6 +71,7 @@ from streamagents.operators.agent.records import (
     parse_input,
 )
 from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState, Step
+from streamagents.operators.flink._earliest_base import EarliestBase
 from streamagents.operators.flink._engine_loop import EngineLoop, Timed
 from streamagents.operators.flink._metrics import EngineMetrics, UsageTotals
 from streamagents.operators.flink._poll_schedule import PollSchedule
@@ -200,6 +201,7 @@ class AgentFunction(KeyedProcessFunction):
         self._runtime = runtime
         self._loop = EngineLoop(self._config.max_in_flight).start()
         self._calls: dict[str, _Call] = {}
+        self._earliest: EarliestBase[_Call] = EarliestBase(self._calls)
         self._schedule = PollSchedule()
         self._histories = HistoryCache()
         self._timeout_ms = int(self._config.budgets.run_timeout_s * 1000)
@@ -222,6 +224,7 @@ class AgentFunction(KeyedProcessFunction):
         """Stop the loop thread (cancelling calls still running) and close the runtime."""
         self._closed = True
         self._calls.clear()
+        self._earliest.clear()
         self._loop.stop(self._runtime.aclose)
         if self._telemetry is not None:
             self._off_task(self._telemetry.close)
@@ -272,9 +275,10 @@ class AgentFunction(KeyedProcessFunction):
 
     def _max_block_s(self, now_ms: int) -> float:
         """How long the task thread may block for a slot before a timeout timer is due."""
-        if not self._calls:
+        earliest = self._earliest.earliest_ms()
+        if earliest is None:
             return 1.0
-        due = min(c.state.timeout_base_ms for c in self._calls.values()) + self._timeout_ms
+        due = earliest + self._timeout_ms
         return max(0.01, (due + _TIMEOUT_GRACE_MS - now_ms) / 1000)
 
     def _enqueue(self, raw: str) -> None:
@@ -540,6 +544,7 @@ class AgentFunction(KeyedProcessFunction):
             kind=state.pending.kind,
         )
         self._calls[key] = call
+        self._earliest.add(key, call, state.timeout_base_ms)
         self._count_calls()
         self._arm(call, ctx, now_ms)
 
