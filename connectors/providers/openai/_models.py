@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import openai
+from openai._models import FinalRequestOptions
 
 from streamagents.connectors.providers._adapter_base import (
     ModelOptions,
@@ -31,6 +32,9 @@ from streamagents.connectors.providers.openai import chat_wire, responses_wire
 from streamagents.serde.chat import ChatResponse
 
 __all__ = ["OpenAIChatModel", "OpenAIModel", "OpenAIOptions", "OpenAIResponsesModel"]
+
+_POST_OPTIONS: dict[str, FinalRequestOptions] = {}
+"""The request options of a POST to each path, without its body (see `OpenAIModel._post`)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -93,8 +97,18 @@ class OpenAIModel(SDKChatModel[openai.AsyncOpenAI, OpenAIOptions]):
     async def _post(self, client: openai.AsyncOpenAI, path: str, request: dict[str, Any]) -> Any:
         """POST the wire's JSON as it is, through the SDK's own request path (headers,
         timeout, `APIStatusError` for an error status) but without its typed-parameter
-        transform and reply models: the reply comes back as its JSON, parsed once."""
-        return await client.post(path, body={"model": self.model, **request}, cast_to=object)
+        transform and reply models: the reply comes back as its JSON, parsed once.
+
+        `client.post` would build its request options with `FinalRequestOptions.construct`,
+        which deep-copies every default (about 0.1-0.2 ms a call); they are built once per
+        path here and copied shallowly, as the SDK's `request` itself copies them."""
+        template = _POST_OPTIONS.get(path)
+        if template is None:
+            template = _POST_OPTIONS.setdefault(
+                path, FinalRequestOptions.construct(method="post", url=path)
+            )
+        options = template.model_copy(update={"json_data": {"model": self.model, **request}})
+        return await client.request(object, options)
 
     async def _close(self, client: openai.AsyncOpenAI) -> None:
         await client.close()
