@@ -565,8 +565,8 @@ def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> Loa
 
 
 def check_runnable(loaded: LoadedSpec) -> None:
-    """Import every tool the spec names and check the chosen model's provider is installed;
-    raises `SpecError` naming each problem."""
+    """Import every tool the spec names and check the chosen model's provider is installed
+    and takes its options; raises `SpecError` naming each problem."""
     spec_dir = str(loaded.base_dir)
     if spec_dir not in sys.path:
         sys.path.append(spec_dir)
@@ -583,6 +583,8 @@ def check_runnable(loaded: LoadedSpec) -> None:
                 f"(available: {', '.join(sorted(PROVIDERS))})",
             )
         )
+    else:
+        problems += _model_option_problems(loaded, provider)
     for index, target in enumerate(loaded.spec.agent.tools):
         try:
             found = load_tool(target.ref)
@@ -613,6 +615,22 @@ def check_runnable(loaded: LoadedSpec) -> None:
             problems.append(SpecProblem(line, "telemetry", f"{given}, but {exc}"))
     if problems:
         raise SpecError(str(loaded.path), _redacted(problems, loaded.source))
+
+
+def _model_option_problems(loaded: LoadedSpec, provider: str) -> list[SpecProblem]:
+    """The chosen model's client options its adapter refuses (an unknown option, a bad
+    `transport`), named before the job starts rather than when its function opens."""
+    options_type = getattr(PROVIDERS[provider], "options_type", None)
+    if options_type is None:
+        return []
+    try:
+        options_type.from_keywords(provider, loaded.model.options)
+    except (TypeError, ValueError) as exc:
+        index = loaded.spec.agent.model.index(loaded.model)
+        path = _yaml_path(("agent", "model", index, "options"), loaded.source.data)
+        line = loaded.source.source_map.line_of(path)
+        return [SpecProblem(line, _dotted(path), str(exc))]
+    return []
 
 
 def kafka_parts(spec: JobSpec) -> dict[FieldPath, KafkaSourceSpec | KafkaSinkSpec]:

@@ -191,6 +191,22 @@ def test_a_provider_this_installation_lacks_is_reported(
     assert ":6: agent.model.provider: provider 'gemini' is not available" in str(caught.value)
 
 
+def test_model_options_the_adapter_refuses_are_reported_with_their_line(tmp_path: Path) -> None:
+    for options, expected in (
+        ("transport: requests", "unknown transport 'requests'; known: aiohttp, httpx"),
+        ("temprature: 0.2", "unknown option 'temprature' for gemini"),
+    ):
+        text = MINIMAL.replace('options: {api_key: "${GEMINI_API_KEY}"}', f"options: {{{options}}}")
+        with pytest.raises(SpecError) as caught:
+            check_runnable(load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
+        assert ":6: agent.model.options: " in str(caught.value)
+        assert expected in str(caught.value)
+    text = MINIMAL.replace('${GEMINI_API_KEY}"}', '${GEMINI_API_KEY}", transport: httpx}')
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+    check_runnable(loaded)
+    assert loaded.model.options["transport"] == "httpx"
+
+
 def test_a_spec_chooses_the_interactions_wire_with_its_store_options(tmp_path: Path) -> None:
     model = (
         "{provider: gemini-interactions, model: gemini-3-pro, options: "
