@@ -115,6 +115,17 @@ def _is_labels(value: Any) -> bool:
     )
 
 
+_THINKING_FIELDS = {"include_thoughts": bool, "thinking_budget": int}
+
+
+def _is_plain_thinking(value: Any) -> bool:
+    """A thinking config of only a budget and the thoughts flag, under the names the SDK
+    sends (it copies this object as it is, snake_case keys and all)."""
+    return isinstance(value, dict) and all(
+        type(v) is _THINKING_FIELDS.get(k) for k, v in value.items()
+    )
+
+
 _GENERATION_FIELDS: dict[str, tuple[str, Callable[[Any], bool], Callable[[Any], Any]]] = {
     "temperature": ("temperature", _is_number, float),
     "top_p": ("topP", _is_number, float),
@@ -129,6 +140,7 @@ _GENERATION_FIELDS: dict[str, tuple[str, Callable[[Any], bool], Callable[[Any], 
     "stop_sequences": ("stopSequences", _is_strings, list),
     "response_mime_type": ("responseMimeType", lambda v: isinstance(v, str), str),
     "response_json_schema": ("responseJsonSchema", lambda v: v is not None, lambda v: v),
+    "thinking_config": ("thinkingConfig", _is_plain_thinking, dict),
 }
 """Generation options sent as they are, under `generationConfig`: the option, its REST
 name, the check a value must pass to be sent as is, and the type it is sent as (what the
