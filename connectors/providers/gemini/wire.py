@@ -98,7 +98,8 @@ OPTION_ALIASES = {"max_tokens": "max_output_tokens", "stop": "stop_sequences"}
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A float, or an int that converts to one exactly (others are left to the SDK)."""
+    return type(value) is float or (type(value) is int and abs(value) <= 2**53)
 
 
 def _is_int(value: Any) -> bool:
