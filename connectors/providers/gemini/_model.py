@@ -153,7 +153,7 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
         await self._client.get().aio.caches.delete(name=name)
 
     async def _send(self, client: genai.Client, request: GeminiRequest) -> Any:
-        return await send_generate_content(client, self.model, request.contents, request.config)
+        return await send_generate_content(client, self.model, request)
 
     def _parse(self, reply: Any, latency_ms: float) -> ChatResponse:
         return from_response(reply, model=self.model, latency_ms=latency_ms)

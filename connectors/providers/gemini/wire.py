@@ -1,16 +1,23 @@
-"""The Gemini wire: neutral messages to `generateContent` arguments, and the reply back.
+"""The Gemini wire: neutral messages to the `generateContent` REST JSON, and the reply back.
 
 `to_request` and `from_response` are pure (no network); `GeminiChatModel` sends the
-request with the SDK and hands `from_response` the reply's JSON object.
+request through the SDK's request layer and hands `from_response` the reply's JSON object.
+The request is built as plain dicts under the REST field names, not as google-genai's
+typed objects: those validate every field on construction and the SDK's converters walk
+them again, which cost about as much Python per call as everything else on a turn.
 
-Wire rules (see docs/providers.md): system messages become `system_instruction`; user
-media become `inline_data` blobs or `file_data`; consecutive tool results become one
-`user` turn with one `functionResponse` per result (`response = {"result": text}`, its
-media as function-response parts, or, with `legacy_tool_media`, as sibling parts after
-it); thought signatures ride on the part they came with, as bytes in its metadata.
+Wire rules (see docs/providers.md): system messages become `systemInstruction` (one
+user-role content, as the SDK sends a string); user media become `inlineData` blobs or
+`fileData`; consecutive tool results become one `user` turn with one `functionResponse`
+per result (`response = {"result": text}`, its media as function-response parts, or, with
+`legacy_tool_media`, as sibling parts after it); thought signatures ride on the part they
+came with, as bytes in its metadata. Bytes are sent as URL-safe base64, as the SDK sends
+them. Generation options with a plain rule (`temperature`, `max_output_tokens`, ...) go
+into `generationConfig` as they are; any other option goes through the SDK's typed config
+and converter, so it is validated and placed exactly as the SDK would.
 
 Built-in server-side tools (`BUILTIN_TOOLS`: Google Search, URL context, code execution)
-are one `tools` entry each, beside the function declarations; with both kinds on the
+are one `tools` entry each, before the function declarations; with both kinds on the
 Gemini API the request sets `toolConfig.includeServerSideToolInvocations` (Vertex AI
 refuses that field, so it is never sent there). What they did comes back as
 `ChatResponse.evidence` (grounding metadata, URL-context metadata, executable code and
@@ -20,11 +27,12 @@ its result), never as message parts. A request can reference a context cache
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from google.genai import types
@@ -78,61 +86,203 @@ SYNTHETIC_ID = "synthetic_id"
 """Metadata flag on a tool call whose id we made up because the reply had none; such ids
 are not sent back (neither on the call nor on its function response)."""
 
-BUILTIN_TOOLS: dict[str, types.Tool] = {
-    "google_search": types.Tool(google_search=types.GoogleSearch()),
-    "url_context": types.Tool(url_context=types.UrlContext()),
-    "code_execution": types.Tool(code_execution=types.ToolCodeExecution()),
+BUILTIN_TOOLS: dict[str, dict[str, Any]] = {
+    "google_search": {"googleSearch": {}},
+    "url_context": {"urlContext": {}},
+    "code_execution": {"codeExecution": {}},
 }
-"""The built-in server-side tools by their config name, each its own `tools` entry."""
+"""The built-in server-side tools by their config name, each its own `tools` entry (REST JSON)."""
 
 OPTION_ALIASES = {"max_tokens": "max_output_tokens", "stop": "stop_sequences"}
 """Neutral generation option names this wire renames to its own."""
 
 
+def _is_number(value: Any) -> bool:
+    """A float, or an int that converts to one exactly (others are left to the SDK)."""
+    return type(value) is float or (type(value) is int and abs(value) <= 2**53)
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_labels(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+_THINKING_FIELDS = {"include_thoughts": bool, "thinking_budget": int}
+
+
+def _is_plain_thinking(value: Any) -> bool:
+    """A thinking config of only a budget and the thoughts flag, under the names the SDK
+    sends (it copies this object as it is, snake_case keys and all)."""
+    return isinstance(value, dict) and all(
+        type(v) is _THINKING_FIELDS.get(k) for k, v in value.items()
+    )
+
+
+_GENERATION_FIELDS: dict[str, tuple[str, Callable[[Any], bool], Callable[[Any], Any]]] = {
+    "temperature": ("temperature", _is_number, float),
+    "top_p": ("topP", _is_number, float),
+    "top_k": ("topK", _is_number, float),
+    "presence_penalty": ("presencePenalty", _is_number, float),
+    "frequency_penalty": ("frequencyPenalty", _is_number, float),
+    "candidate_count": ("candidateCount", _is_int, int),
+    "max_output_tokens": ("maxOutputTokens", _is_int, int),
+    "seed": ("seed", _is_int, int),
+    "logprobs": ("logprobs", _is_int, int),
+    "response_logprobs": ("responseLogprobs", lambda v: isinstance(v, bool), bool),
+    "stop_sequences": ("stopSequences", _is_strings, list),
+    "response_mime_type": ("responseMimeType", lambda v: isinstance(v, str), str),
+    "response_json_schema": ("responseJsonSchema", lambda v: v is not None, lambda v: v),
+    "thinking_config": ("thinkingConfig", _is_plain_thinking, dict),
+}
+"""Generation options sent as they are, under `generationConfig`: the option, its REST
+name, the check a value must pass to be sent as is, and the type it is sent as (what the
+SDK's typed config would have made of it)."""
+
+_BODY_FIELDS = {"labels": ("labels", _is_labels)}
+"""Generation options that are body fields of their own, with the same kind of check."""
+
+
+def _plain_options(
+    settings: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any], types.GenerateContentConfig | None]:
+    """Split generation options into the `generationConfig` fields and body fields sent as
+    they are, and the rest: every option without a plain rule here, or whose value fails
+    its check, goes into the SDK's typed config (validated now, as every option used to
+    be; converted by the SDK when sent)."""
+    generation: dict[str, Any] = {}
+    body: dict[str, Any] = {}
+    typed: dict[str, Any] = {}
+    for name, value in settings.items():
+        rule = _GENERATION_FIELDS.get(name)
+        if rule is not None and rule[1](value):
+            generation[rule[0]] = rule[2](value)
+            continue
+        top = _BODY_FIELDS.get(name)
+        if top is not None and top[1](value):
+            body[top[0]] = value
+            continue
+        typed[name] = value
+    for taken in ("system_instruction", "tools", "tool_config"):
+        if taken in typed:  # the wire sets these itself
+            raise TypeError(f"generation option {taken!r} is set by the wire, not an option")
+    return generation, body, types.GenerateContentConfig(**typed) if typed else None
+
+
+def _encoded(value: Any) -> Any:
+    """Bytes as the SDK sends them: URL-safe base64 text."""
+    return base64.urlsafe_b64encode(value).decode("ascii") if isinstance(value, bytes) else value
+
+
+def _blob_json(blob: dict[str, Any]) -> dict[str, Any]:
+    data = blob.get("data")
+    return blob if data is None else {**blob, "data": _encoded(data)}
+
+
+def _part_json(part: dict[str, Any]) -> dict[str, Any]:
+    """A content part as sent: its inline bytes and thought signature as base64 text."""
+    if "text" in part or "functionCall" in part:
+        signature = part.get("thoughtSignature")
+        return part if signature is None else {**part, "thoughtSignature": _encoded(signature)}
+    if "inlineData" in part:
+        return {**part, "inlineData": _blob_json(part["inlineData"])}
+    response = part.get("functionResponse")
+    if response is not None and "parts" in response:
+        inner = [
+            {**p, "inlineData": _blob_json(p["inlineData"])} if "inlineData" in p else p
+            for p in response["parts"]
+        ]
+        return {**part, "functionResponse": {**response, "parts": inner}}
+    return part
+
+
+def _json_default(value: Any) -> str:
+    if isinstance(value, bytes):
+        return _encoded(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 @dataclass(frozen=True)
 class GeminiRequest:
-    """What `generate_content` is called with.
+    """The `generateContent` request as REST JSON, in parts: `body()` assembles it.
 
-    The first `prefix_contents` contents are the agent's documents; with the system
-    instruction and the tools they are what a context cache can hold."""
+    Contents are REST `Content` objects whose inline data and thought signatures are still
+    bytes (encoded when sent, so a cached prefix is never encoded). The first
+    `prefix_contents` contents are the agent's documents; with the system instruction and
+    the tools they are what a context cache can hold."""
 
-    contents: list[types.Content]
-    config: types.GenerateContentConfig
+    contents: list[dict[str, Any]]
+    system_instruction: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_config: dict[str, Any] | None = None
+    generation_config: dict[str, Any] = field(default_factory=dict)
+    body_fields: dict[str, Any] = field(default_factory=dict)
+    """Generation options that are body fields of their own (`labels`)."""
+    typed_options: types.GenerateContentConfig | None = None
+    """Generation options without a plain rule, for the SDK's converter at send time."""
+    cached_content: str | None = None
     prefix_contents: int = 0
 
+    def body(self) -> dict[str, Any]:
+        """The request body, JSON-ready (bytes as base64 text)."""
+        body: dict[str, Any] = {
+            "contents": [
+                {"role": c["role"], "parts": [_part_json(p) for p in c["parts"]]}
+                for c in self.contents
+            ],
+            "generationConfig": dict(self.generation_config),
+            **self.body_fields,
+        }
+        if self.system_instruction is not None:
+            body["systemInstruction"] = self.system_instruction
+        if self.tools is not None:
+            body["tools"] = self.tools
+        if self.tool_config is not None:
+            body["toolConfig"] = self.tool_config
+        if self.cached_content is not None:
+            body["cachedContent"] = self.cached_content
+        return body
+
     def cache_config(self, ttl_s: float, display_name: str) -> types.CreateCachedContentConfig:
-        """What a context cache of this request holds: system instruction, tools, documents."""
-        config = self.config
-        return types.CreateCachedContentConfig(
-            ttl=f"{ttl_s:.3f}".rstrip("0").rstrip(".") + "s",  # a Duration: "3600s", "0.5s"
-            display_name=display_name,
-            contents=self.contents[: self.prefix_contents] or None,
-            system_instruction=config.system_instruction,
-            tools=config.tools,
-            tool_config=config.tool_config,
+        """What a context cache of this request holds: system instruction, tools, documents
+        (the SDK's typed config, built once per cache, from the request's JSON)."""
+        return types.CreateCachedContentConfig.model_validate(
+            {
+                "ttl": f"{ttl_s:.3f}".rstrip("0").rstrip(".") + "s",  # a Duration: "3600s"
+                "display_name": display_name,
+                "contents": self.contents[: self.prefix_contents] or None,
+                "system_instruction": self.system_instruction,
+                "tools": self.tools,
+                "tool_config": self.tool_config,
+            }
         )
 
     def cache_key(self) -> str:
         """A digest of what a context cache of this request would hold: inline bytes are
         hashed as they are (no base64 and JSON of a large document on every turn), every
         other field as JSON."""
-        config = self.config
         digest = hashlib.sha256()
         for content in self.contents[: self.prefix_contents]:
-            digest.update(str(content.role).encode())
-            for part in content.parts or []:
-                blob = part.inline_data
-                if blob is not None and blob.data is not None:
-                    digest.update(f"inline {blob.mime_type} {len(blob.data)}\n".encode())
-                    digest.update(blob.data)
+            digest.update(str(content["role"]).encode())
+            for part in content["parts"]:
+                blob = part.get("inlineData")
+                if blob is not None and blob.get("data") is not None:
+                    digest.update(f"inline {blob['mimeType']} {len(blob['data'])}\n".encode())
+                    digest.update(blob["data"])
                 else:
-                    digest.update(part.model_dump_json(exclude_none=True).encode())
+                    digest.update(json.dumps(part, sort_keys=True, default=_json_default).encode())
         held = {
-            "system": config.system_instruction,
-            "tools": [t.model_dump(mode="json", exclude_none=True) for t in config.tools or []],
-            "tool_config": None
-            if config.tool_config is None
-            else config.tool_config.model_dump(mode="json", exclude_none=True),
+            "system": self.system_instruction,
+            "tools": self.tools,
+            "tool_config": self.tool_config,
         }
         digest.update(json.dumps(held, sort_keys=True).encode())
         return digest.hexdigest()
@@ -140,21 +290,20 @@ class GeminiRequest:
     @property
     def cacheable(self) -> bool:
         """Whether there is anything a cache could hold."""
-        config = self.config
-        return bool(self.prefix_contents or config.system_instruction or config.tools)
+        return bool(self.prefix_contents or self.system_instruction or self.tools)
 
     def referencing(self, cache_name: str) -> GeminiRequest:
         """The same request with what the cache holds left out and the cache named instead
         (the API refuses a request that sets both)."""
-        config = self.config.model_copy(
-            update={
-                "system_instruction": None,
-                "tools": None,
-                "tool_config": None,
-                "cached_content": cache_name,
-            }
+        return replace(
+            self,
+            contents=self.contents[self.prefix_contents :],
+            system_instruction=None,
+            tools=None,
+            tool_config=None,
+            cached_content=cache_name,
+            prefix_contents=0,
         )
-        return GeminiRequest(contents=self.contents[self.prefix_contents :], config=config)
 
 
 def _signature(metadata: Mapping[str, Any]) -> bytes | None:
@@ -162,90 +311,73 @@ def _signature(metadata: Mapping[str, Any]) -> bytes | None:
     return value if isinstance(value, bytes) else None
 
 
-def _media_part(part: MediaPart) -> types.Part:
+def _blob(part: MediaPart) -> dict[str, Any]:
+    """A media part as REST `fileData` or `inlineData` (bytes, encoded when sent)."""
     if part.url is not None:
-        return types.Part(file_data=types.FileData(file_uri=part.url, mime_type=part.mime_type))
-    return types.Part(inline_data=types.Blob(mime_type=part.mime_type, data=inline_bytes(part)))
-
-
-def _function_response_part(part: MediaPart) -> types.FunctionResponsePart:
-    if part.url is not None:
-        return types.FunctionResponsePart(
-            file_data=types.FunctionResponseFileData(file_uri=part.url, mime_type=part.mime_type)
-        )
-    return types.FunctionResponsePart(
-        inline_data=types.FunctionResponseBlob(mime_type=part.mime_type, data=inline_bytes(part))
+        return {"fileData": {"fileUri": part.url, "mimeType": part.mime_type}}
+    data = inline_bytes(part)
+    blob = (
+        {"mimeType": part.mime_type} if data is None else {"mimeType": part.mime_type, "data": data}
     )
+    return {"inlineData": blob}
 
 
-def _text_part(part: TextPart) -> types.Part:
-    return types.Part(text=part.text, thought_signature=_signature(part.metadata))
+def _text_part(part: TextPart) -> dict[str, Any]:
+    signature = _signature(part.metadata)
+    if signature is None:
+        return {"text": part.text}
+    return {"text": part.text, "thoughtSignature": signature}
 
 
-def _user_parts(message: ChatMessage) -> list[types.Part]:
+def _user_parts(message: ChatMessage) -> list[dict[str, Any]]:
     if not message.parts:
-        return [types.Part(text=message.content)]
-    return [_text_part(p) if isinstance(p, TextPart) else _media_part(p) for p in message.parts]
+        return [{"text": message.content}]
+    return [_text_part(p) if isinstance(p, TextPart) else _blob(p) for p in message.parts]
 
 
-def _model_parts(message: ChatMessage, synthetic: set[str]) -> list[types.Part]:
+def _model_parts(message: ChatMessage, synthetic: set[str]) -> list[dict[str, Any]]:
     parts = [_text_part(p) for p in message.text_parts()]
     for call in message.tool_calls:
-        function_call = types.FunctionCall(
-            id=None if call.id in synthetic else call.id, name=call.name, args=call.arguments
-        )
-        parts.append(
-            types.Part(function_call=function_call, thought_signature=_signature(call.metadata))
-        )
+        function_call: dict[str, Any] = {"name": call.name, "args": call.arguments}
+        if call.id not in synthetic:
+            function_call["id"] = call.id
+        part: dict[str, Any] = {"functionCall": function_call}
+        signature = _signature(call.metadata)
+        if signature is not None:
+            part["thoughtSignature"] = signature
+        parts.append(part)
     return parts
 
 
 def _tool_result_parts(
     message: ChatMessage, synthetic: set[str], legacy_tool_media: bool
-) -> list[types.Part]:
+) -> list[dict[str, Any]]:
     media = message.media
-    response = types.FunctionResponse(
-        id=None if message.tool_call_id in synthetic else message.tool_call_id,
-        name=message.name or "",
-        response={"result": message.content},
-        parts=None
-        if legacy_tool_media or not media
-        else [_function_response_part(p) for p in media],
-    )
-    parts = [types.Part(function_response=response)]
+    response: dict[str, Any] = {
+        "name": message.name or "",
+        "response": {"result": message.content},
+    }
+    if message.tool_call_id is not None and message.tool_call_id not in synthetic:
+        response["id"] = message.tool_call_id
+    if media and not legacy_tool_media:
+        response["parts"] = [_blob(p) for p in media]
+    parts: list[dict[str, Any]] = [{"functionResponse": response}]
     if legacy_tool_media:
-        parts.extend(_media_part(p) for p in media)
+        parts.extend(_blob(p) for p in media)
     return parts
 
 
-def _config(
-    system: list[str],
-    tools: Sequence[ToolLike],
-    options: Mapping[str, Any],
-    builtin_tools: Sequence[str],
-    vertexai: bool,
-) -> types.GenerateContentConfig:
-    settings = wire_options(options, OPTION_ALIASES)
-    if isinstance(settings.get("stop_sequences"), str):
-        settings["stop_sequences"] = [settings["stop_sequences"]]
-    specs = prepare_tools(tools)
+def _tools(tools: Sequence[ToolLike], builtin_tools: Sequence[str]) -> list[dict[str, Any]]:
+    """The `tools` entries: each built-in tool, then one entry with every function
+    declaration (the order the SDK's transform gave them)."""
+    entries = [BUILTIN_TOOLS[name] for name in builtin_tools]
     declarations = [
-        types.FunctionDeclaration(
-            name=s.name, description=s.description, parameters_json_schema=s.parameters
-        )
-        for s in specs
+        {"name": s.name, "description": s.description, "parametersJsonSchema": s.parameters}
+        for s in prepare_tools(tools)
     ]
-    entries = [types.Tool(function_declarations=declarations)] if declarations else []
-    entries.extend(BUILTIN_TOOLS[name] for name in builtin_tools)
-    combined = bool(declarations) and bool(builtin_tools)
-    return types.GenerateContentConfig(
-        system_instruction="\n\n".join(system) if system else None,
-        tools=entries or None,
-        tool_config=types.ToolConfig(include_server_side_tool_invocations=True)
-        if combined and not vertexai
-        else None,
-        **settings,
-    )
+    if declarations:
+        entries.append({"functionDeclarations": declarations})
+    return entries
 
 
 def to_request(
@@ -258,7 +390,7 @@ def to_request(
     builtin_tools: Sequence[str] = (),
     vertexai: bool = False,
 ) -> GeminiRequest:
-    """Build the `generate_content` arguments; raises before anything is sent.
+    """Build the `generateContent` request; raises before anything is sent.
 
     `builtin_tools` names entries of `BUILTIN_TOOLS` to enable; `vertexai` says which
     backend the request is for (it decides whether the combination flag is sent)."""
@@ -267,12 +399,16 @@ def to_request(
         raise ValueError(
             f"unknown built-in tool(s) {', '.join(unknown)}; known: {', '.join(BUILTIN_TOOLS)}"
         )
+    settings = wire_options(options, OPTION_ALIASES)
+    if isinstance(settings.get("stop_sequences"), str):
+        settings["stop_sequences"] = [settings["stop_sequences"]]
+    generation, body_fields, typed = _plain_options(settings)
     prepared = prepare_messages(messages, store)
     synthetic = {
         call.id for m in prepared for call in m.tool_calls if call.metadata.get(SYNTHETIC_ID)
     }
     system: list[str] = []
-    contents: list[types.Content] = []
+    contents: list[dict[str, Any]] = []
     previous_role = None
     prefix = 0
     for message in prepared:
@@ -281,20 +417,35 @@ def to_request(
         if message.role == "system":
             system.append(message.content)
         elif message.role == "user":
-            contents.append(types.Content(role="user", parts=_user_parts(message)))
+            contents.append({"role": "user", "parts": _user_parts(message)})
         elif message.role == "assistant":
             parts = _model_parts(message, synthetic)
             if parts:  # an empty reply (e.g. cut off by MAX_TOKENS) has nothing to send back
-                contents.append(types.Content(role="model", parts=parts))
+                contents.append({"role": "model", "parts": parts})
         else:
             parts = _tool_result_parts(message, synthetic, legacy_tool_media)
             if previous_role == "tool":
-                contents[-1].parts = [*(contents[-1].parts or []), *parts]
+                contents[-1]["parts"].extend(parts)
             else:
-                contents.append(types.Content(role="user", parts=parts))
+                contents.append({"role": "user", "parts": parts})
         previous_role = message.role
-    config = _config(system, tools, options or {}, builtin_tools, vertexai)
-    return GeminiRequest(contents=contents, config=config, prefix_contents=prefix)
+    entries = _tools(tools, builtin_tools)
+    combined = len(entries) > len(builtin_tools) and bool(builtin_tools)
+    return GeminiRequest(
+        contents=contents,
+        # The SDK sends a system instruction string as one user-role content.
+        system_instruction={"parts": [{"text": "\n\n".join(system)}], "role": "user"}
+        if system
+        else None,
+        tools=entries or None,
+        tool_config={"includeServerSideToolInvocations": True}
+        if combined and not vertexai
+        else None,
+        generation_config=generation,
+        body_fields=body_fields,
+        typed_options=typed,
+        prefix_contents=prefix,
+    )
 
 
 def _part_metadata(part: Mapping[str, Any]) -> dict[str, Any]:
