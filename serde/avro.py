@@ -18,6 +18,7 @@ reading data written with the old one and the old from reading data written with
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from datetime import datetime
@@ -27,6 +28,7 @@ from typing import Any
 
 import fastavro
 
+from streamagents.serde.avro_binary import RecordEncoder
 from streamagents.serde.avro_compat import check_compatible
 from streamagents.serde.chat import ServerToolEvidence, TokenUsage
 from streamagents.serde.events import AgentEvent, EventText, EventType
@@ -41,6 +43,7 @@ __all__ = [
     "check_compatible",
     "from_record",
     "parsed_schema",
+    "record_encoder",
     "schema_json",
     "to_record",
 ]
@@ -97,6 +100,12 @@ def schema_json(version: int = LATEST_VERSION) -> dict[str, Any]:
 def parsed_schema(version: int = LATEST_VERSION) -> dict[str, Any]:
     """The schema of `version` as parsed by fastavro, shared and parsed once."""
     return _PARSED[_check_version(version)]
+
+
+@functools.cache
+def record_encoder(version: int = LATEST_VERSION) -> RecordEncoder:
+    """The Avro binary encoder of `version`'s records (as `to_record` builds them), shared."""
+    return RecordEncoder(_SCHEMAS[_check_version(version)])
 
 
 def _field_type(record: dict[str, Any], name: str) -> Any:

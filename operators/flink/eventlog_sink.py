@@ -153,11 +153,7 @@ class EventLogSinkFunction(ProcessFunction):
         """Append events (JSON text); an invalid record is logged as an error event instead."""
         writer = self.writer
         assert writer is not None, "open() starts the writer"
-        for value in events:
-            try:
-                writer.write(value)
-            except ValueError as error:  # not a valid AgentEvent
-                writer.write(invalid_record_event(value, error))
+        writer.write_all(events, invalid=invalid_record_event)
 
     def close(self) -> None:
         """Stop the flusher and finish the open file (called at the end of bounded input)."""

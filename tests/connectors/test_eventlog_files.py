@@ -241,6 +241,27 @@ def test_writer_refuses_event_json_that_holds_inline_media(tmp_path: Path) -> No
     assert writer.finished == []
 
 
+def test_a_batch_replaces_an_invalid_event_or_stops_at_it_keeping_the_ones_before(
+    tmp_path: Path,
+) -> None:
+    first, second = _run_events()[:2]
+    stand_in = new_event("error", job_id="j", key=None, run_id=None, sequence=0)
+    seen: list[tuple[Any, str]] = []
+
+    def replace(value: Any, error: ValueError) -> AgentEvent:
+        seen.append((value, type(error).__name__))
+        return stand_in
+
+    with EventLogWriter(tmp_path / "replaced") as writer:
+        writer.write_all([first, "{not json", second.model_dump_json()], invalid=replace)
+    assert seen == [("{not json", "ValidationError")]
+    ids = [r["event_id"] for r in read_events(tmp_path / "replaced")]
+    assert ids == [first.event_id, stand_in.event_id, second.event_id]
+    with EventLogWriter(tmp_path / "stopped") as writer, pytest.raises(ValueError):
+        writer.write_all([first, "{not json", second])
+    assert [r["event_id"] for r in read_events(tmp_path / "stopped")] == [first.event_id]
+
+
 def test_files_roll_by_size_and_keep_every_event_in_order(tmp_path: Path) -> None:
     events = [e for k in range(60) for e in _run_events(key=f"k{k}")]
     with EventLogWriter(tmp_path, roll_bytes=4096, codec="null") as writer:
