@@ -39,9 +39,9 @@ from streamagents.serde.avro import (
     from_record,
     parsed_schema,
     record_encoder,
-    to_record,
+    record_maker,
 )
-from streamagents.serde.events import AgentEvent
+from streamagents.serde.events import AgentEvent, RunEvent
 from streamagents.serde.safe_text import clip
 
 __all__ = [
@@ -151,21 +151,24 @@ class EventLogWriter:
         self._flushed_at = time.monotonic()
         self._lock = threading.Lock()  # writes may race a background roll_if_due()
         self._encoder = record_encoder(version)
+        if self.level is not LogLevel.OFF:
+            self._make_record = record_maker(version, self.level, text_limit)
         self._block = bytearray()  # encoded records of the block being filled
         self._block_count = 0
         if self.level is not LogLevel.OFF:
             self.directory.mkdir(parents=True, exist_ok=True)
 
-    def write(self, event: AgentEvent | str) -> None:
-        """Append one event (a model or its JSON text); rolls the file when due."""
+    def write(self, event: AgentEvent | RunEvent | str) -> None:
+        """Append one event (a model, a `RunEvent` or JSON text); rolls the file when due."""
         self.write_all((event,))
 
     def write_all(
         self,
-        events: Iterable[AgentEvent | str],
+        events: Iterable[AgentEvent | RunEvent | str],
         invalid: Callable[[Any, ValueError], AgentEvent | str] | None = None,
     ) -> None:
-        """Append every event of `events` (models or JSON text), then roll or flush when due.
+        """Append every event of `events` (models, `RunEvent`s or JSON text), then roll or
+        flush when due.
 
         An event that is not valid raises a ValueError (the events before it are kept), or,
         with `invalid`, is replaced by `invalid(event, error)`."""
@@ -174,16 +177,13 @@ class EventLogWriter:
         records = []
         for event in events:
             try:
-                records.append(self._record(event))
+                records.append(self._make_record(event))
             except ValueError as error:
                 if invalid is None:
                     self._append(records)
                     raise
-                records.append(self._record(invalid(event, error)))
+                records.append(self._make_record(invalid(event, error)))
         self._append(records)
-
-    def _record(self, event: AgentEvent | str) -> dict[str, Any]:
-        return to_record(event, version=self.version, level=self.level, text_limit=self.text_limit)
 
     def _append(self, records: list[dict[str, Any]]) -> None:
         """Encode `records` into the block being filled; write it out at SYNC_INTERVAL."""

@@ -2,7 +2,8 @@
 
 fastavro's generic writer walks the schema for every record (about 30 µs for a small
 event, the largest share of an event's cost in the log); `RecordEncoder` turns a schema into
-one nested function per field once, so a record costs a few µs. It takes records as
+functions once (one generated function per record type, its fields inline), so a record
+costs a few µs. It takes records as
 `to_record` builds them (a union value is `None`, a `(branch name, value)` pair, or a
 boolean, number, string or bytes) and gives exactly the bytes fastavro's
 `schemaless_writer` gives for them; a record it cannot encode (a union value of another
@@ -27,6 +28,9 @@ _DOUBLE = struct.Struct("<d").pack
 
 def _long(out: bytearray, value: int) -> None:
     """A zigzag varint, as Avro encodes `int` and `long`."""
+    if 0 <= value < 64:  # one byte: most lengths, counts and indexes
+        out.append(value << 1)
+        return
     value = (value << 1) ^ (value >> 63)
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -36,7 +40,11 @@ def _long(out: bytearray, value: int) -> None:
 
 def _string(out: bytearray, value: str) -> None:
     data = value.encode()
-    _long(out, len(data))
+    size = len(data)
+    if size < 64:
+        out.append(size << 1)
+    else:
+        _long(out, size)
     out += data
 
 
@@ -68,15 +76,16 @@ _PRIMITIVES: dict[str, _Write] = {
     "string": _string,
 }
 
-# The branch a plain (not tuple-notation) union value takes: the first branch of its kind,
-# as fastavro picks the first branch the value validates against.
-_PLAIN_BRANCHES: tuple[tuple[type | tuple[type, ...], tuple[str, ...]], ...] = (
-    (bool, ("boolean",)),
-    (int, ("long", "int")),
-    (float, ("double",)),
-    (str, ("string",)),
-    ((bytes, bytearray), ("bytes",)),
-)
+# The branch a plain (not tuple-notation) union value of exactly one of these types takes:
+# the first branch of its kind, as fastavro picks the first branch the value validates
+# against. Values of other types (subclasses, an int for a double) are left to fastavro.
+_PLAIN_BRANCHES: dict[type, tuple[str, ...]] = {
+    bool: ("boolean",),
+    int: ("long", "int"),
+    float: ("double",),
+    str: ("string",),
+    bytes: ("bytes",),
+}
 
 
 class _Unsupported(Exception):
@@ -122,19 +131,42 @@ class _Compiler:
         return write
 
     def _record(self, schema: dict[str, Any], namespace: str) -> _Write:
+        """One generated function per record type: each field inline, where a null, an
+        empty array or map and a string cost no call (most of an event's fields)."""
         full = self._full_name(schema, namespace)
         inner = full.rpartition(".")[0]
-        fields: list[tuple[str, _Write]] = []
-
-        def write(out: bytearray, value: dict[str, Any]) -> None:
-            try:
-                for name, field in fields:
-                    field(out, value[name])
-            except KeyError as missing:
-                raise _Unsupported(f"{full}: no field {missing}") from None
-
-        self.named[full] = write  # before its fields: a field may refer to it
-        fields.extend((f["name"], self.compile(f["type"], inner)) for f in schema["fields"])
+        self.named[full] = lambda out, value: self.named[full](out, value)  # recursive refs
+        scope: dict[str, Any] = {"_long": _long, "_Unsupported": _Unsupported}
+        body = []
+        for index, field in enumerate(schema["fields"]):
+            kind = field["type"]
+            scope[f"w{index}"] = self.compile(kind, inner)
+            body.append(f"x = value[{field['name']!r}]")
+            if isinstance(kind, dict) and kind["type"] in ("array", "map"):
+                body.append(f"w{index}(out, x) if x else out.append(0)")
+            elif isinstance(kind, list) and len(kind) == 2 and kind[0] == "null":
+                body.append(f"out.append(0) if x is None else w{index}(out, x)")
+            elif kind == "string":
+                body += [
+                    "data = x.encode()",
+                    "size = len(data)",
+                    "out.append(size << 1) if size < 64 else _long(out, size)",
+                    "out += data",
+                ]
+            else:
+                body.append(f"w{index}(out, x)")
+        source = "\n".join(
+            [
+                "def write(out, value):",
+                "    try:",
+                *(f"        {line}" for line in body or ["pass"]),
+                "    except KeyError as missing:",
+                f"        raise _Unsupported(f'{full}: no field {{missing}}') from None",
+            ]
+        )
+        exec(compile(source, f"<avro record {full}>", "exec"), scope)
+        write: _Write = scope["write"]
+        self.named[full] = write
         return write
 
     def _union(self, branches: list[Any], namespace: str) -> _Write:
@@ -146,30 +178,47 @@ class _Compiler:
                 name = branch if branch in _PRIMITIVES or "." in branch else f"{namespace}.{branch}"
             by_name[name] = (index, self.compile(branch, namespace))
         null = by_name.get("null", (None, _null))[0]
-        plain = [
-            (kinds, next((by_name[n] for n in names if n in by_name), None))
-            for kinds, names in _PLAIN_BRANCHES
-        ]
+        plain = {
+            kind: found
+            for kind, names in _PLAIN_BRANCHES.items()
+            if (found := next((by_name[n] for n in names if n in by_name), None)) is not None
+        }
+        if null == 0 and len(branches) == 2:  # ["null", X]: the most common union by far
+            name = next(n for n in by_name if n != "null")
+            other = by_name[name][1]
+            other_plain = next((kind for kind, found in plain.items() if found[0] == 1), None)
+
+            def write_optional(out: bytearray, value: Any) -> None:
+                if value is None:
+                    out.append(0)
+                elif type(value) is tuple and value[0] == name:
+                    out.append(2)
+                    other(out, value[1])
+                elif type(value) is other_plain:
+                    out.append(2)
+                    other(out, value)
+                else:
+                    raise _Unsupported(f"union value {value!r:.40}")
+
+            return write_optional
 
         def write(out: bytearray, value: Any) -> None:
             if value is None and null is not None:
                 out.append(null * 2)  # zigzag of a small index
                 return
-            if type(value) is tuple:
+            kind = type(value)
+            if kind is tuple:
                 found = by_name.get(value[0])
                 if found is None:
                     raise _Unsupported(f"union has no branch {value[0]!r}")
                 _long(out, found[0])
                 found[1](out, value[1])
                 return
-            for kinds, branch in plain:
-                if isinstance(value, kinds):
-                    if branch is None:
-                        break
-                    _long(out, branch[0])
-                    branch[1](out, value)
-                    return
-            raise _Unsupported(f"union value of type {type(value).__name__}")
+            found = plain.get(kind)
+            if found is None:
+                raise _Unsupported(f"union value of type {kind.__name__}")
+            _long(out, found[0])
+            found[1](out, value)
 
         return write
 

@@ -35,7 +35,7 @@ from streamagents.connectors.eventlog import (
     finalize_in_progress,
 )
 from streamagents.serde.avro import LogLevel
-from streamagents.serde.events import EventType, new_event
+from streamagents.serde.events import AgentEvent, EventType, RunEvent, new_event
 
 __all__ = [
     "EventLogSinkFunction",
@@ -51,9 +51,12 @@ _LIVE: dict[tuple[str, int], EventLogSinkFunction] = {}
 _LIVE_LOCK = threading.Lock()
 
 
-def invalid_record_event(raw: str, error: ValueError) -> str:
-    """The JSON `error` event that stands in for a record the log could not take."""
+def invalid_record_event(raw: str | RunEvent, error: ValueError) -> str:
+    """The JSON `error` event that stands in for a record the log could not take (JSON
+    text, or a runtime's event holding what the log refuses, such as inline media)."""
     job_id = "unknown"
+    if isinstance(raw, RunEvent):
+        job_id, raw = raw.job_id, repr(raw)
     try:
         found = json.loads(raw)
         if isinstance(found, dict) and isinstance(found.get("job_id"), str):
@@ -149,8 +152,9 @@ class EventLogSinkFunction(ProcessFunction):
         self.write_events((value,))
         return iter(())
 
-    def write_events(self, events: Iterable[str]) -> None:
-        """Append events (JSON text); an invalid record is logged as an error event instead."""
+    def write_events(self, events: Iterable[str | RunEvent | AgentEvent]) -> None:
+        """Append events (JSON text, or the agent function's `RunEvent`s); an invalid record
+        is logged as an error event instead."""
         writer = self.writer
         assert writer is not None, "open() starts the writer"
         writer.write_all(events, invalid=invalid_record_event)

@@ -21,7 +21,7 @@ from streamagents.serde.avro import (
 )
 from streamagents.serde.avro_binary import RecordEncoder
 from streamagents.serde.chat import GroundingSource, ServerToolEvidence, TokenUsage
-from streamagents.serde.events import AgentEvent, EventType, new_event
+from streamagents.serde.events import AgentEvent, EventPayload, EventType, RunEvent, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart, ToolCall
 
 
@@ -137,6 +137,53 @@ def test_every_version_encodes_every_event_as_fastavro_does(
         record = to_record(event, version=version, level=level, text_limit=100)
         expected = fastavro_bytes(record, parsed_schema(version))
         assert record_encoder(version).encode(record) == expected
+
+
+def run_event_of(event: AgentEvent) -> RunEvent:
+    """The runtime's form of `event`: only the payload fields that were set."""
+    payload = event.payload
+    fields = {name: getattr(payload, name) for name in payload.model_fields_set}
+    return RunEvent(
+        event.event_type,
+        event_id=event.event_id,
+        job_id=event.job_id,
+        key=event.key,
+        run_id=event.run_id,
+        sequence=event.sequence,
+        timestamp_ms=event.timestamp_ms,
+        upstream_event_id=event.upstream_event_id,
+        **{k: v for k, v in fields.items() if v != getattr(EventPayload(), k)},  # defaults out
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(event=events(), level=st.sampled_from([LogLevel.STANDARD, LogLevel.VERBOSE]))
+def test_a_run_event_gives_the_records_of_its_agent_event(
+    event: AgentEvent, level: LogLevel
+) -> None:
+    made = run_event_of(event)
+    assert made.model() == event
+    for version in SCHEMA_VERSIONS:
+        assert to_record(made, version=version, level=level) == to_record(
+            event, version=version, level=level
+        )
+
+
+def test_a_run_event_with_inline_media_is_refused_by_the_log() -> None:
+    pixels = ImagePart(mime_type="image/png", data=b"\x89PNG")
+    made = RunEvent(
+        "input",
+        event_id="e",
+        job_id="j",
+        key="k",
+        run_id="r",
+        sequence=0,
+        timestamp_ms=0,
+        upstream_event_id=None,
+        messages=[ChatMessage.user([TextPart(text="see"), pixels])],
+    )
+    with pytest.raises(ValueError, match="offload it first"):
+        to_record(made)
 
 
 _SCHEMA = {
