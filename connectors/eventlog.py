@@ -151,11 +151,10 @@ class EventLogWriter:
         self._flushed_at = time.monotonic()
         self._lock = threading.Lock()  # writes may race a background roll_if_due()
         self._encoder = record_encoder(version)
-        if self.level is not LogLevel.OFF:
-            self._make_record = record_maker(version, self.level, text_limit)
         self._block = bytearray()  # encoded records of the block being filled
         self._block_count = 0
         if self.level is not LogLevel.OFF:
+            self._make_record = record_maker(version, self.level, text_limit)
             self.directory.mkdir(parents=True, exist_ok=True)
 
     def write(self, event: AgentEvent | RunEvent | str) -> None:

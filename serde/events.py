@@ -250,6 +250,23 @@ class RunEvent:
         self.upstream_event_id = upstream_event_id
         self.payload = RunPayload(payload)
 
+    @classmethod
+    def of(cls, event: AgentEvent) -> RunEvent:
+        """The `RunEvent` of an `AgentEvent`, with the payload fields it set (for tests and
+        benchmarks that compare the two forms)."""
+        payload = event.payload
+        return cls(
+            event.event_type,
+            event_id=event.event_id,
+            job_id=event.job_id,
+            key=event.key,
+            run_id=event.run_id,
+            sequence=event.sequence,
+            timestamp_ms=event.timestamp_ms,
+            upstream_event_id=event.upstream_event_id,
+            **{name: getattr(payload, name) for name in payload.model_fields_set},
+        )
+
     def model(self) -> AgentEvent:
         """The validated `AgentEvent` (a ValidationError when a field is not valid)."""
         return new_event(

@@ -56,13 +56,15 @@ def invalid_record_event(raw: str | RunEvent, error: ValueError) -> str:
     text, or a runtime's event holding what the log refuses, such as inline media)."""
     job_id = "unknown"
     if isinstance(raw, RunEvent):
-        job_id, raw = raw.job_id, repr(raw)
-    try:
-        found = json.loads(raw)
-        if isinstance(found, dict) and isinstance(found.get("job_id"), str):
-            job_id = found["job_id"]
-    except ValueError:
-        pass
+        job_id, length = raw.job_id, None
+    else:
+        length = len(raw)
+        try:
+            found = json.loads(raw)
+            if isinstance(found, dict) and isinstance(found.get("job_id"), str):
+                job_id = found["job_id"]
+        except ValueError:
+            pass
     if isinstance(error, ValidationError):
         problems = (
             f"{'.'.join(str(step) for step in problem['loc']) or 'record'}: {problem['msg']}"
@@ -79,7 +81,7 @@ def invalid_record_event(raw: str | RunEvent, error: ValueError) -> str:
         sequence=0,
         error_class="InvalidEventRecord",
         error_message=reason,
-        attributes={"record_length": str(len(raw))},
+        attributes={} if length is None else {"record_length": str(length)},
     )
     return event.model_dump_json()
 

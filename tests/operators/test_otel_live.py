@@ -93,29 +93,13 @@ def _config(url: str, **extra: object) -> TelemetryConfig:
     )
 
 
-def _run_event(event: AgentEvent) -> RunEvent:
-    """The event as the runtime makes it."""
-    fields = {name: getattr(event.payload, name) for name in event.payload.model_fields_set}
-    return RunEvent(
-        event.event_type,
-        event_id=event.event_id,
-        job_id=event.job_id,
-        key=event.key,
-        run_id=event.run_id,
-        sequence=event.sequence,
-        timestamp_ms=event.timestamp_ms,
-        upstream_event_id=event.upstream_event_id,
-        **fields,
-    )
-
-
 def _send(
     telemetry: LiveTelemetry,
     events: list[AgentEvent],
     form: Callable[[AgentEvent], str | AgentEvent | RunEvent] | None = None,
 ) -> None:
     """Each event as its own step, in the form given (the operator hands `RunEvent`s)."""
-    form = form or _run_event
+    form = form or RunEvent.of
     for run_events in _by_run(events).values():
         for event in run_events[:-1]:
             telemetry.events([form(event)])

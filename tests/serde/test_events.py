@@ -113,18 +113,7 @@ def test_a_run_event_is_the_agent_event_of_the_same_fields_without_validation() 
     from streamagents.serde.events import RunEvent
 
     event = _chat_response()
-    fields = {name: getattr(event.payload, name) for name in event.payload.model_fields_set}
-    made = RunEvent(
-        "chat_response",
-        event_id=event.event_id,
-        job_id=event.job_id,
-        key=event.key,
-        run_id=event.run_id,
-        sequence=event.sequence,
-        timestamp_ms=event.timestamp_ms,
-        upstream_event_id=event.upstream_event_id,
-        **fields,
-    )
+    made = RunEvent.of(event)
     assert made.model() == event
     assert made.json() == event.model_dump_json()
     for level in (LogLevel.STANDARD, LogLevel.VERBOSE):
