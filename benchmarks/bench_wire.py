@@ -108,7 +108,8 @@ class PingingTestDouble(ChatModel):
 
 def test_double_runtime(config: AgentConfig, port: int, latency_s: float) -> AgentRuntime:
     """The real runtime (tools included) around the pinging test double."""
-    tools = ToolRegistry.from_paths(config.tools, max_workers=config.max_in_flight)
+    paths = [getattr(tool, "ref", tool) for tool in config.tools]  # a spec gives ToolRefs
+    tools = ToolRegistry.from_paths(paths, max_workers=config.max_in_flight)
     model = PingingTestDouble(port, latency_s)
     return AgentRuntime(config, model, tools, MediaStore(config.media_store))
 
