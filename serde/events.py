@@ -173,6 +173,7 @@ def new_event(
 
 
 _PAYLOAD_FIELDS = frozenset(EventPayload.model_fields)
+_EVENT_TYPES = {kind.value: kind for kind in EventType}  # a member finds itself too
 
 
 class RunPayload:
@@ -196,14 +197,22 @@ class RunPayload:
     evidence: Sequence[ServerToolEvidence] = ()
 
     def __init__(self, fields: dict[str, Any]) -> None:
-        unknown = fields.keys() - _PAYLOAD_FIELDS
-        if unknown:
-            raise TypeError(f"event payload has no field(s) {', '.join(sorted(unknown))}")
+        if not _PAYLOAD_FIELDS.issuperset(fields):
+            unknown = ", ".join(sorted(fields.keys() - _PAYLOAD_FIELDS))
+            raise TypeError(f"event payload has no field(s) {unknown}")
         self.__dict__.update(fields)
 
     def fields(self) -> dict[str, Any]:
         """The fields that were given."""
         return dict(self.__dict__)
+
+
+_IDENTITY = ("event_id", "job_id", "key", "run_id", "sequence", "timestamp_ms", "upstream_event_id")
+
+
+def _identity(event: AgentEvent | RunEvent) -> dict[str, Any]:
+    """The fields of an event that say which it is and where it belongs."""
+    return {name: getattr(event, name) for name in _IDENTITY}
 
 
 class RunEvent:
@@ -240,7 +249,7 @@ class RunEvent:
         upstream_event_id: str | None,
         **payload: Any,
     ) -> None:
-        self.event_type = EventType(event_type)
+        self.event_type = _EVENT_TYPES.get(event_type) or EventType(event_type)  # or ValueError
         self.event_id = event_id
         self.job_id = job_id
         self.key = key
@@ -255,31 +264,12 @@ class RunEvent:
         """The `RunEvent` of an `AgentEvent`, with the payload fields it set (for tests and
         benchmarks that compare the two forms)."""
         payload = event.payload
-        return cls(
-            event.event_type,
-            event_id=event.event_id,
-            job_id=event.job_id,
-            key=event.key,
-            run_id=event.run_id,
-            sequence=event.sequence,
-            timestamp_ms=event.timestamp_ms,
-            upstream_event_id=event.upstream_event_id,
-            **{name: getattr(payload, name) for name in payload.model_fields_set},
-        )
+        fields = {name: getattr(payload, name) for name in payload.model_fields_set}
+        return cls(event.event_type, **_identity(event), **fields)
 
     def model(self) -> AgentEvent:
         """The validated `AgentEvent` (a ValidationError when a field is not valid)."""
-        return new_event(
-            self.event_type,
-            event_id=self.event_id,
-            job_id=self.job_id,
-            key=self.key,
-            run_id=self.run_id,
-            sequence=self.sequence,
-            timestamp_ms=self.timestamp_ms,
-            upstream_event_id=self.upstream_event_id,
-            **self.payload.fields(),
-        )
+        return new_event(self.event_type, **_identity(self), **self.payload.fields())
 
     def json(self) -> str:
         """The JSON text of the event, as `AgentEvent.model_dump_json()` gives it."""
