@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -38,9 +38,10 @@ from streamagents.serde.avro import (
     LogLevel,
     from_record,
     parsed_schema,
-    to_record,
+    record_encoder,
+    record_maker,
 )
-from streamagents.serde.events import AgentEvent
+from streamagents.serde.events import AgentEvent, RunEvent
 from streamagents.serde.safe_text import clip
 
 __all__ = [
@@ -85,6 +86,15 @@ def default_codec() -> str:
     return "zstandard"
 
 
+@dataclass(frozen=True)
+class _EncodedBlock:
+    """Records encoded by `RecordEncoder`, in the shape fastavro's `Writer.write_block`
+    takes (that of a block read from a file: its record count and its bytes)."""
+
+    num_records: int
+    bytes_: io.BytesIO
+
+
 @dataclass
 class _OpenFile:
     """The file a writer is filling: its handle, Avro writer, names and start time."""
@@ -94,6 +104,8 @@ class _OpenFile:
     in_progress: Path
     final: Path
     opened_at: float
+    written: int = 0
+    """Bytes in the file so far (header and finished blocks, compressed)."""
 
 
 class EventLogWriter:
@@ -138,29 +150,64 @@ class EventLogWriter:
         self._current: _OpenFile | None = None
         self._flushed_at = time.monotonic()
         self._lock = threading.Lock()  # writes may race a background roll_if_due()
+        self._encoder = record_encoder(version)
+        self._block = bytearray()  # encoded records of the block being filled
+        self._block_count = 0
         if self.level is not LogLevel.OFF:
+            self._make_record = record_maker(version, self.level, text_limit)
             self.directory.mkdir(parents=True, exist_ok=True)
 
-    def write(self, event: AgentEvent | str) -> None:
-        """Append one event (a model or its JSON text); rolls the file when due."""
+    def write(self, event: AgentEvent | RunEvent | str) -> None:
+        """Append one event (a model, a `RunEvent` or JSON text); rolls the file when due."""
+        self.write_all((event,))
+
+    def write_all(
+        self,
+        events: Iterable[AgentEvent | RunEvent | str],
+        invalid: Callable[[Any, ValueError], AgentEvent | str] | None = None,
+    ) -> None:
+        """Append every event of `events` (models, `RunEvent`s or JSON text), then roll or
+        flush when due.
+
+        An event that is not valid raises a ValueError (the events before it are kept), or,
+        with `invalid`, is replaced by `invalid(event, error)`."""
         if self.level is LogLevel.OFF:
             return
-        record = to_record(
-            event, version=self.version, level=self.level, text_limit=self.text_limit
-        )
-        with self._lock:
-            current = self._current or self._open()
-            current.avro.write(record)
-            self.events_written += 1
-            if current.handle.tell() + current.avro.io.tell() >= self.roll_bytes:
-                self._roll()
-            else:
-                self._flush_if_due(time.monotonic())
-
-    def write_all(self, events: Iterable[AgentEvent | str]) -> None:
-        """Append every event of `events`."""
+        records = []
         for event in events:
-            self.write(event)
+            try:
+                records.append(self._make_record(event))
+            except ValueError as error:
+                if invalid is None:
+                    self._append(records)
+                    raise
+                records.append(self._make_record(invalid(event, error)))
+        self._append(records)
+
+    def _append(self, records: list[dict[str, Any]]) -> None:
+        """Encode `records` into the block being filled; write it out at SYNC_INTERVAL."""
+        if not records:
+            return
+        with self._lock:
+            for record in records:
+                current = self._current or self._open()
+                self._encoder.encode_into(self._block, record)
+                self._block_count += 1
+                self.events_written += 1
+                if len(self._block) >= SYNC_INTERVAL:
+                    self._write_block()
+                if current.written + len(self._block) >= self.roll_bytes:
+                    self._roll()
+            self._flush_if_due(time.monotonic())
+
+    def _write_block(self) -> None:
+        """Hand the encoded records to fastavro as one block (compressed, with its marker)."""
+        if self._block_count and self._current is not None:
+            block = _EncodedBlock(self._block_count, io.BytesIO(self._block))
+            self._current.avro.write_block(block)
+            self._current.written = self._current.handle.tell()
+        self._block.clear()
+        self._block_count = 0
 
     @property
     def opened_at(self) -> float | None:
@@ -197,13 +244,16 @@ class EventLogWriter:
     def _flush(self, now: float) -> None:
         self._flushed_at = now
         if self._current is not None:
+            self._write_block()
             self._current.avro.flush()
             self._current.handle.flush()
 
     def _roll(self) -> None:
-        current, self._current = self._current, None
+        current = self._current
         if current is None:
             return
+        self._write_block()
+        self._current = None
         current.avro.flush()
         current.handle.flush()
         os.fsync(current.handle.fileno())
@@ -239,7 +289,7 @@ class EventLogWriter:
             compression_level=DEFLATE_LEVEL if self.codec == "deflate" else None,
         )
         self._current = _OpenFile(
-            handle, avro, in_progress, self.directory / name, time.monotonic()
+            handle, avro, in_progress, self.directory / name, time.monotonic(), handle.tell()
         )
         self._flushed_at = self._current.opened_at
         return self._current

@@ -22,7 +22,7 @@ from typing import Any
 from streamagents.operators.agent.config import TelemetryConfig
 from streamagents.operators.otel_sdk import readable_spans, require_otel, signal_url
 from streamagents.operators.otel_spans import LiveSpans, SpanRecord
-from streamagents.serde.events import AgentEvent
+from streamagents.serde.events import AgentEvent, RunEvent
 
 __all__ = ["LiveTelemetry", "SpanShipper", "sampled"]
 
@@ -242,8 +242,10 @@ class LiveTelemetry:
         """Spans lost so far: queue full, or the collector unreachable or refusing."""
         return self._shipper.dropped
 
-    def events(self, events: Iterable[str | AgentEvent], run_ended: bool = False) -> None:
-        """Take one step's events (`EventText`, JSON or models); `run_ended` when the step
+    def events(
+        self, events: Iterable[str | AgentEvent | RunEvent], run_ended: bool = False
+    ) -> None:
+        """Take one step's events (`RunEvent`s, JSON or models); `run_ended` when the step
         ended its run, whose span then goes out too."""
         models = [_event(e) for e in events]
         spans = self.spans.add(models)
@@ -271,8 +273,9 @@ class LiveTelemetry:
         self._metrics.close(timeout_s)
 
 
-def _event(event: str | AgentEvent) -> AgentEvent:
+def _event(event: str | AgentEvent | RunEvent) -> AgentEvent:
     if isinstance(event, AgentEvent):
         return event
-    model = getattr(event, "event", None)  # EventText carries its model
-    return model if model is not None else AgentEvent.model_validate_json(event)
+    if isinstance(event, RunEvent):
+        return event.model()
+    return AgentEvent.model_validate_json(event)

@@ -18,8 +18,10 @@ reading data written with the old one and the old from reading data written with
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
 from importlib import resources
@@ -27,9 +29,10 @@ from typing import Any
 
 import fastavro
 
+from streamagents.serde.avro_binary import RecordEncoder
 from streamagents.serde.avro_compat import check_compatible
 from streamagents.serde.chat import ServerToolEvidence, TokenUsage
-from streamagents.serde.events import AgentEvent, EventText, EventType
+from streamagents.serde.events import AgentEvent, EventType, RunEvent
 from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
 from streamagents.serde.safe_text import clip, is_credential_name, redact_secrets
 
@@ -41,6 +44,8 @@ __all__ = [
     "check_compatible",
     "from_record",
     "parsed_schema",
+    "record_encoder",
+    "record_maker",
     "schema_json",
     "to_record",
 ]
@@ -97,6 +102,12 @@ def schema_json(version: int = LATEST_VERSION) -> dict[str, Any]:
 def parsed_schema(version: int = LATEST_VERSION) -> dict[str, Any]:
     """The schema of `version` as parsed by fastavro, shared and parsed once."""
     return _PARSED[_check_version(version)]
+
+
+@functools.cache
+def record_encoder(version: int = LATEST_VERSION) -> RecordEncoder:
+    """The Avro binary encoder of `version`'s records (as `to_record` builds them), shared."""
+    return RecordEncoder(_SCHEMAS[_check_version(version)])
 
 
 def _field_type(record: dict[str, Any], name: str) -> Any:
@@ -210,13 +221,15 @@ def _metadata(metadata: dict[str, Any], limit: int | None) -> dict[str, Any]:
 
 
 class _Encoder:
-    """Turns `AgentEvent` models into Avro records for one schema version and level.
+    """Turns events (`AgentEvent`s, `RunEvent`s) into Avro records for one schema version
+    and level.
 
     Every record field is set, even when null: fastavro writes absent fields far slower."""
 
     def __init__(self, version: int, level: LogLevel, text_limit: int) -> None:
         self.shape = _SHAPES[_check_version(version)]
         self.limit = None if level is LogLevel.VERBOSE else text_limit
+        self.fields = self._fields()
 
     def part(self, part: Part) -> dict[str, Any]:
         if isinstance(part, TextPart):
@@ -229,7 +242,13 @@ class _Encoder:
                 "uri": None,
                 "url": None,
             }
-        else:  # AgentEvent validation has refused inline media already
+        else:
+            if part.data is not None:  # an AgentEvent refused it already; a RunEvent did not
+                raise ValueError(
+                    f"{part.kind} part ({part.mime_type}, {len(part.data)} bytes) holds inline "
+                    "data; events carry media only as store refs or URLs, so offload it first "
+                    "(MediaStore.offload)"
+                )
             ref = part.ref
             record = {
                 "kind": part.kind,
@@ -266,11 +285,33 @@ class _Encoder:
             record["metadata"] = _metadata(message.metadata, self.limit)
         return record
 
-    def event(self, event: AgentEvent) -> dict[str, Any]:
-        payload = event.payload
+    def event(self, event: AgentEvent | RunEvent) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "messages": [],
+            "tool_calls": [],
+            "tool_results": [],
+            "usage": None,
+            "model": None,
+            "latency_ms": None,
+            "error_class": None,
+            "error_message": None,
+            "finish_reason": None,
+            "attempts": None,
+            "cost_usd": None,
+            "attributes": {},
+        }
+        if self.shape.interactions:
+            payload["interaction_id"] = payload["continued_from"] = None
+        if self.shape.evidence:
+            payload["evidence"] = []
+        # Only the fields the event has: all of an AgentEvent's, those given to a RunEvent.
+        fields = self.fields
+        for name, value in vars(event.payload).items():
+            convert = fields.get(name)
+            if convert is not None:
+                payload[name] = convert(value)
         event_type = event.event_type.value
-        usage = payload.usage
-        record = {
+        return {
             "event_id": event.event_id,
             "event_type": event_type if event_type in self.shape.event_types else "unknown",
             "job_id": event.job_id,
@@ -279,32 +320,31 @@ class _Encoder:
             "sequence": event.sequence,
             "timestamp": event.timestamp_ms,
             "upstream_event_id": _string(event.upstream_event_id),
-            "payload": {
-                "messages": [self.message(m) for m in payload.messages],
-                "tool_calls": [self.tool_call(c) for c in payload.tool_calls],
-                "tool_results": [self.message(m) for m in payload.tool_results],
-                "usage": None
-                if usage is None
-                else (
-                    _TOKEN_USAGE,
-                    self.usage(usage),
-                ),
-                "model": _string(payload.model),
-                "latency_ms": _double(payload.latency_ms),
-                "error_class": _string(payload.error_class),
-                "error_message": _optional_bounded(payload.error_message, self.limit),
-                "finish_reason": _string(payload.finish_reason),
-                "attempts": _long(payload.attempts),
-                "cost_usd": _double(payload.cost_usd),
-                "attributes": {k: redact_secrets(v) for k, v in payload.attributes.items()},
-            },
+            "payload": payload,
+        }
+
+    def _fields(self) -> dict[str, Callable[[Any], Any]]:
+        """How each payload field this version holds becomes its record value."""
+        limit = self.limit
+        fields: dict[str, Callable[[Any], Any]] = {
+            "messages": lambda messages: [self.message(m) for m in messages],
+            "tool_calls": lambda calls: [self.tool_call(c) for c in calls],
+            "tool_results": lambda results: [self.message(m) for m in results],
+            "usage": lambda usage: None if usage is None else (_TOKEN_USAGE, self.usage(usage)),
+            "model": _string,
+            "latency_ms": _double,
+            "error_class": _string,
+            "error_message": lambda text: _optional_bounded(text, limit),
+            "finish_reason": _string,
+            "attempts": _long,
+            "cost_usd": _double,
+            "attributes": lambda found: {k: redact_secrets(v) for k, v in found.items()},
         }
         if self.shape.interactions:
-            record["payload"]["interaction_id"] = _string(payload.interaction_id)
-            record["payload"]["continued_from"] = _string(payload.continued_from)
+            fields["interaction_id"] = fields["continued_from"] = _string
         if self.shape.evidence:
-            record["payload"]["evidence"] = [self.evidence(e) for e in payload.evidence]
-        return record
+            fields["evidence"] = lambda found: [self.evidence(e) for e in found]
+        return fields
 
     def usage(self, usage: TokenUsage) -> dict[str, Any]:
         record = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
@@ -332,35 +372,40 @@ class _Encoder:
         }
 
 
-_ENCODERS: dict[tuple[int, LogLevel, int], _Encoder] = {}
+@functools.cache
+def record_maker(
+    version: int = LATEST_VERSION,
+    level: LogLevel | str = LogLevel.STANDARD,
+    text_limit: int = DEFAULT_TEXT_LIMIT,
+) -> Callable[[AgentEvent | RunEvent | str], dict[str, Any]]:
+    """`to_record` for one version, level and text limit, worked out once (for a writer)."""
+    level = LogLevel.parse(level)
+    if level is LogLevel.OFF:
+        raise ValueError("event log level off records nothing; skip the event instead")
+    encoder = _Encoder(version, level, text_limit)
+
+    def record(event: AgentEvent | RunEvent | str) -> dict[str, Any]:
+        if isinstance(event, str):
+            event = AgentEvent.model_validate_json(event)
+        return encoder.event(event)
+
+    return record
 
 
 def to_record(
-    event: AgentEvent | str,
+    event: AgentEvent | RunEvent | str,
     *,
     version: int = LATEST_VERSION,
     level: LogLevel | str = LogLevel.STANDARD,
     text_limit: int = DEFAULT_TEXT_LIMIT,
 ) -> dict[str, Any]:
-    """The Avro record of an event (a model or its JSON text) for a schema version, for
-    fastavro: each non-null union value is a `(branch name, value)` pair.
+    """The Avro record of an event (a model, a runtime's `RunEvent` or JSON text) for a
+    schema version, for fastavro: each non-null union value is a `(branch name, value)` pair.
 
     JSON text is validated as an `AgentEvent` first (a pydantic ValidationError, which is a
-    ValueError, names what is wrong), so every record handed to fastavro has the right
-    types: a record fastavro refused half-way would corrupt the block being written."""
-    level = LogLevel.parse(level)
-    if level is LogLevel.OFF:
-        raise ValueError("event log level off records nothing; skip the event instead")
-    encoder = _ENCODERS.get((version, level, text_limit))
-    if encoder is None:
-        encoder = _ENCODERS.setdefault(
-            (version, level, text_limit), _Encoder(version, level, text_limit)
-        )
-    if isinstance(event, EventText):
-        event = event.event  # validated when it was built; no JSON round trip
-    elif isinstance(event, str):
-        event = AgentEvent.model_validate_json(event)
-    return encoder.event(event)
+    ValueError, names what is wrong); a `RunEvent` is taken as it is (its parts are checked
+    for inline media, which raises a ValueError)."""
+    return record_maker(version, LogLevel.parse(level), text_limit)(event)
 
 
 def _text(bounded: dict[str, Any] | None) -> str:

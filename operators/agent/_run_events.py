@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamagents.serde.events import EventText, new_event
+from streamagents.serde.events import RunEvent
 
 __all__ = ["event_id_for", "make_event"]
 
@@ -24,10 +24,9 @@ def make_event(
     timestamp_ms: int,
     upstream_event_id: str | None,
     **payload: Any,
-) -> EventText:
-    """One event-log record: the JSON form of an `AgentEvent` with its deterministic id
-    (carrying the model, for a writer in the same process)."""
-    event = new_event(
+) -> RunEvent:
+    """One event-log record of a run, with its deterministic id."""
+    return RunEvent(
         event_type,
         event_id=event_id_for(run_id, sequence),
         job_id=job_id,
@@ -38,4 +37,3 @@ def make_event(
         upstream_event_id=upstream_event_id,
         **payload,
     )
-    return EventText.of(event)

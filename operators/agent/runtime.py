@@ -56,6 +56,7 @@ from streamagents.operators.agent.records import (
 )
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool
 from streamagents.serde.chat import ChatResponse, RetryAttempt, retry_facts
+from streamagents.serde.events import RunEvent
 from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
 from streamagents.serde.safe_text import clip
 
@@ -218,10 +219,13 @@ class Outcome(BaseModel):
 class Step(BaseModel):
     """What the engine must do after start/advance/timeout."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     state: RunState | None = Field(description="The run's new state; None when it finished.")
-    events: list[str] = Field(default_factory=list, description="Event-log records to emit.")
+    events: list[RunEvent] = Field(
+        default_factory=list,
+        description="Event-log records to emit (`RunEvent.json()` where text is needed).",
+    )
     output: str | None = Field(default=None, description="Output record JSON when finished.")
     dead_letter: str | None = Field(default=None, description="Dead-letter JSON, if any.")
     history: list[ChatMessage] | None = Field(
@@ -278,7 +282,7 @@ class _Run:
         self.data: dict[str, Any] = dict(state)
         self.data["messages"] = list(state.messages)
         self.now_ms = now_ms
-        self.events: list[str] = []
+        self.events: list[RunEvent] = []
         self.cancelled: list[str] = []
 
     def emit(self, event_type: str, upstream: str | None = None, **payload: Any) -> str:

@@ -80,6 +80,7 @@ from streamagents.operators.flink._stored_history import HistoryCache
 from streamagents.operators.flink._task_thread_store import TaskThreadStore
 from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
 from streamagents.operators.otel_live import LiveTelemetry
+from streamagents.serde.events import RunEvent
 from streamagents.serde.messages import ChatMessage
 
 __all__ = [
@@ -369,7 +370,7 @@ class AgentFunction(KeyedProcessFunction):
             # The key is idle: its end-of-input timer would otherwise stay in state forever.
             ctx.timer_service().delete_event_time_timer(FAR_FUTURE_MS)
 
-    def _trace(self, events: list[str], run_ended: bool = False) -> None:
+    def _trace(self, events: list[RunEvent], run_ended: bool = False) -> None:
         """Hand a step's events to the live telemetry, when it is on."""
         if self._telemetry is not None:
             self._telemetry.events(events, run_ended=run_ended)
@@ -520,9 +521,10 @@ class AgentFunction(KeyedProcessFunction):
         history = self._load_history(key, now)
         yield from self._continue(step, _totals(state), history, key, ctx, now)
 
-    def _emit_events(self, events: list[str]) -> Iterator[Any]:
+    def _emit_events(self, events: list[RunEvent]) -> Iterator[Any]:
         """Write a step's events to this subtask's event log when it has one (no side output,
-        no second operator: see docs/eventlog.md), else send them to the events output."""
+        no second operator, no JSON: see docs/eventlog.md), else send them to the events
+        output as JSON text."""
         if self._event_log is not None:
             if events:
                 self._event_log.write_events(events)
@@ -530,7 +532,7 @@ class AgentFunction(KeyedProcessFunction):
         if self._config.event_log_level == "off":  # made for telemetry only
             return
         for event in events:
-            yield EVENTS_TAG, event
+            yield EVENTS_TAG, event.json()
 
     def _issue(
         self, state: RunState, history: list[ChatMessage], key: str, ctx: Any, now_ms: int

@@ -35,7 +35,7 @@ from streamagents.connectors.eventlog import (
     finalize_in_progress,
 )
 from streamagents.serde.avro import LogLevel
-from streamagents.serde.events import EventType, new_event
+from streamagents.serde.events import AgentEvent, EventType, RunEvent, new_event
 
 __all__ = [
     "EventLogSinkFunction",
@@ -51,15 +51,20 @@ _LIVE: dict[tuple[str, int], EventLogSinkFunction] = {}
 _LIVE_LOCK = threading.Lock()
 
 
-def invalid_record_event(raw: str, error: ValueError) -> str:
-    """The JSON `error` event that stands in for a record the log could not take."""
+def invalid_record_event(raw: str | RunEvent, error: ValueError) -> str:
+    """The JSON `error` event that stands in for a record the log could not take (JSON
+    text, or a runtime's event holding what the log refuses, such as inline media)."""
     job_id = "unknown"
-    try:
-        found = json.loads(raw)
-        if isinstance(found, dict) and isinstance(found.get("job_id"), str):
-            job_id = found["job_id"]
-    except ValueError:
-        pass
+    if isinstance(raw, RunEvent):
+        job_id, length = raw.job_id, None
+    else:
+        length = len(raw)
+        try:
+            found = json.loads(raw)
+            if isinstance(found, dict) and isinstance(found.get("job_id"), str):
+                job_id = found["job_id"]
+        except ValueError:
+            pass
     if isinstance(error, ValidationError):
         problems = (
             f"{'.'.join(str(step) for step in problem['loc']) or 'record'}: {problem['msg']}"
@@ -76,7 +81,7 @@ def invalid_record_event(raw: str, error: ValueError) -> str:
         sequence=0,
         error_class="InvalidEventRecord",
         error_message=reason,
-        attributes={"record_length": str(len(raw))},
+        attributes={} if length is None else {"record_length": str(length)},
     )
     return event.model_dump_json()
 
@@ -149,15 +154,12 @@ class EventLogSinkFunction(ProcessFunction):
         self.write_events((value,))
         return iter(())
 
-    def write_events(self, events: Iterable[str]) -> None:
-        """Append events (JSON text); an invalid record is logged as an error event instead."""
+    def write_events(self, events: Iterable[str | RunEvent | AgentEvent]) -> None:
+        """Append events (JSON text, or the agent function's `RunEvent`s); an invalid record
+        is logged as an error event instead."""
         writer = self.writer
         assert writer is not None, "open() starts the writer"
-        for value in events:
-            try:
-                writer.write(value)
-            except ValueError as error:  # not a valid AgentEvent
-                writer.write(invalid_record_event(value, error))
+        writer.write_all(events, invalid=invalid_record_event)
 
     def close(self) -> None:
         """Stop the flusher and finish the open file (called at the end of bounded input)."""

@@ -13,7 +13,7 @@ import pytest
 from streamagents.connectors.eventlog import EventLogWriter, event_log_files, read_events
 from streamagents.connectors.media import MediaStore
 from streamagents.serde.chat import TokenUsage
-from streamagents.serde.events import AgentEvent, EventType, new_event
+from streamagents.serde.events import AgentEvent, EventType, RunEvent, RunPayload, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart, ToolCall
 
 _GOOGLE_KEY = "AIzaSyD-" + "k" * 31
@@ -239,6 +239,44 @@ def test_writer_refuses_event_json_that_holds_inline_media(tmp_path: Path) -> No
     with EventLogWriter(tmp_path) as writer, pytest.raises(ValueError, match="offload it first"):
         writer.write(json.dumps(event))
     assert writer.finished == []
+
+
+def test_a_batch_replaces_an_invalid_event_or_stops_at_it_keeping_the_ones_before(
+    tmp_path: Path,
+) -> None:
+    first, second = _run_events()[:2]
+    stand_in = new_event("error", job_id="j", key=None, run_id=None, sequence=0)
+    seen: list[tuple[Any, str]] = []
+
+    def replace(value: Any, error: ValueError) -> AgentEvent:
+        seen.append((value, type(error).__name__))
+        return stand_in
+
+    with EventLogWriter(tmp_path / "replaced") as writer:
+        writer.write_all([first, "{not json", second.model_dump_json()], invalid=replace)
+    assert seen == [("{not json", "ValidationError")]
+    ids = [r["event_id"] for r in read_events(tmp_path / "replaced")]
+    assert ids == [first.event_id, stand_in.event_id, second.event_id]
+    with EventLogWriter(tmp_path / "stopped") as writer, pytest.raises(ValueError):
+        writer.write_all([first, "{not json", second])
+    assert [r["event_id"] for r in read_events(tmp_path / "stopped")] == [first.event_id]
+
+
+def test_the_sink_logs_a_runtime_event_holding_inline_media_as_an_error_event(
+    tmp_path: Path,
+) -> None:
+    from streamagents.operators.flink.eventlog_sink import invalid_record_event
+
+    pixels = ImagePart(mime_type="image/png", data=b"\x89PNG-secret-pixels")
+    made = RunEvent.of(_run_events()[0])
+    made.payload = RunPayload({"messages": [ChatMessage.user([TextPart(text="x"), pixels])]})
+    with EventLogWriter(tmp_path, codec="null") as writer:  # uncompressed: bytes searchable
+        writer.write_all([made], invalid=invalid_record_event)
+    (record,) = read_events(tmp_path)
+    assert (record["event_type"], record["job_id"]) == ("error", made.job_id)
+    assert record["payload"]["error_class"] == "InvalidEventRecord"
+    assert "offload it first" in record["payload"]["error_message"]["text"]
+    assert b"secret-pixels" not in b"".join(p.read_bytes() for p in writer.finished)
 
 
 def test_files_roll_by_size_and_keep_every_event_in_order(tmp_path: Path) -> None:

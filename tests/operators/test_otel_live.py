@@ -22,7 +22,7 @@ from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRe
 from streamagents.operators.agent import TelemetryConfig
 from streamagents.operators.otel_live import LiveTelemetry, SpanShipper, sampled
 from streamagents.operators.otel_spans import LiveSpans, SpanRecord, spans_from_events
-from streamagents.serde.events import AgentEvent, EventText
+from streamagents.serde.events import AgentEvent, RunEvent
 
 HEADER_SECRET = "Bearer otlp-header-secret-0123456789"
 
@@ -96,9 +96,10 @@ def _config(url: str, **extra: object) -> TelemetryConfig:
 def _send(
     telemetry: LiveTelemetry,
     events: list[AgentEvent],
-    form: Callable[[AgentEvent], str | AgentEvent] = EventText.of,
+    form: Callable[[AgentEvent], str | AgentEvent | RunEvent] | None = None,
 ) -> None:
-    """Each event as its own step, in the form given (the operator hands `EventText`)."""
+    """Each event as its own step, in the form given (the operator hands `RunEvent`s)."""
+    form = form or RunEvent.of
     for run_events in _by_run(events).values():
         for event in run_events[:-1]:
             telemetry.events([form(event)])

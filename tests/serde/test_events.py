@@ -108,12 +108,21 @@ def test_unknown_payload_field_is_an_error() -> None:
         new_event("output", job_id="j", key="k", run_id="r", sequence=0, colour="red")
 
 
-def test_event_text_is_the_events_json_and_is_logged_from_the_model_it_carries() -> None:
-    from streamagents.serde.avro import to_record
-    from streamagents.serde.events import EventText
+def test_a_run_event_is_the_agent_event_of_the_same_fields_without_validation() -> None:
+    from streamagents.serde.avro import LogLevel, to_record
+    from streamagents.serde.events import RunEvent
 
     event = _chat_response()
-    text = EventText.of(event)
-    assert AgentEvent.model_validate_json(text) == event
-    assert text.event is event
-    assert to_record(text) == to_record(event) == to_record(str(text))
+    made = RunEvent.of(event)
+    assert made.model() == event
+    assert made.json() == event.model_dump_json()
+    for level in (LogLevel.STANDARD, LogLevel.VERBOSE):
+        assert to_record(made, level=level) == to_record(event, level=level)
+    ids = {"event_id": "e", "job_id": "j", "key": None, "run_id": None, "sequence": 0}
+    with pytest.raises(TypeError, match="colour"):
+        RunEvent("output", timestamp_ms=0, upstream_event_id=None, colour="red", **ids)
+    with pytest.raises(ValueError, match="exploded"):
+        RunEvent("exploded", timestamp_ms=0, upstream_event_id=None, **ids)
+    negative = RunEvent("output", timestamp_ms=0, upstream_event_id=None, latency_ms=-1.0, **ids)
+    with pytest.raises(ValidationError, match="latency_ms"):
+        negative.model()  # validated where a model is made

@@ -159,8 +159,8 @@ def drive(
     from streamagents.serde.events import AgentEvent
 
     for event in (e for s in steps for e in s.events):
-        AgentEvent.model_validate_json(event)  # every record is a valid event-log event
-    events = [json.loads(e) for s in steps for e in s.events]
+        AgentEvent.model_validate_json(event.json())  # every record is a valid event-log event
+    events = [json.loads(e.json()) for s in steps for e in s.events]
     return Finished(
         steps=steps,
         events=events,

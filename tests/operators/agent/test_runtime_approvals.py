@@ -105,8 +105,8 @@ def decision(call_id: str = APPROVAL, verdict: str = "approve", **fields: Any) -
 
 def events(*steps: Step) -> list[dict[str, Any]]:
     for event in (e for s in steps for e in s.events):
-        AgentEvent.model_validate_json(event)
-    return [json.loads(e) for s in steps for e in s.events]
+        AgentEvent.model_validate_json(event.json())
+    return [json.loads(e.json()) for s in steps for e in s.events]
 
 
 def model_requests(runtime: AgentRuntime) -> list[Any]:
@@ -435,7 +435,7 @@ def test_hostile_decisions_are_input_errors_naming_the_rule() -> None:
 
 
 def _run_events(*steps: Step) -> list[AgentEvent]:
-    return [AgentEvent.model_validate_json(e) for s in steps for e in s.events]
+    return [AgentEvent.model_validate_json(e.json()) for s in steps for e in s.events]
 
 
 def _approval_span(spans: list[SpanRecord]) -> SpanRecord:

@@ -183,8 +183,8 @@ def test_state_round_trips_through_json_and_a_reissued_step_gives_the_same_recor
     first = runtime.advance(step.state, outcome, 2_000, [])
     second = runtime.advance(restored, Outcome.model_validate_json(again.model_dump_json()), 2_000)
     assert first.state == second.state
-    assert without_latency([json.loads(e) for e in first.events]) == without_latency(
-        [json.loads(e) for e in second.events]
+    assert without_latency([json.loads(e.json()) for e in first.events]) == without_latency(
+        [json.loads(e.json()) for e in second.events]
     )
     assert Outcome.model_validate_json(outcome.model_dump_json()) == outcome
 

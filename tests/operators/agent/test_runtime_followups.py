@@ -62,7 +62,7 @@ def finish(rt: Any, step: Step, now_ms: int = T0) -> list[Step]:
 
 
 def types(steps: list[Step]) -> list[str]:
-    return [json.loads(e)["event_type"] for s in steps for e in s.events]
+    return [json.loads(e.json())["event_type"] for s in steps for e in s.events]
 
 
 def sent_result(model: ScriptedTestModel) -> dict[str, Any]:
@@ -158,7 +158,7 @@ def test_a_new_input_cancels_the_keys_waiting_followups(tmp_path: Path) -> None:
     record = rt.parse('{"id": "in-2", "key": "k", "text": "any news?"}')
     step = rt.start(record, [], T0, waiting(2))
     assert step.cancelled == ["f-0", "f-1"]
-    cancelled = [json.loads(e) for e in step.events]
+    cancelled = [json.loads(e.json()) for e in step.events]
     cancelled = [e for e in cancelled if e["event_type"] == "followup_cancelled"]
     assert [e["payload"]["attributes"]["cancelled_by"] for e in cancelled] == ["in-2", "in-2"]
     assert step.state is not None and step.state.followups_waiting == 0
@@ -182,7 +182,7 @@ def test_a_followups_run_is_logged_as_fired_and_cancels_nothing(tmp_path: Path) 
     steps = finish(rt, rt.start(record, [], T0, [other]))
     assert steps[0].cancelled == []
     assert types(steps)[:2] == ["input", "followup_fired"]
-    fired = json.loads(steps[0].events[1])["payload"]["attributes"]
+    fired = json.loads(steps[0].events[1].json())["payload"]["attributes"]
     assert fired == {
         "followup_id": "f-0",
         "scheduled_by": "r",
@@ -192,7 +192,7 @@ def test_a_followups_run_is_logged_as_fired_and_cancels_nothing(tmp_path: Path) 
     output = json.loads(steps[-1].output)
     assert output["id"] == "followup-f-0" and output["attributes"]["followup"]["id"] == "f-0"
     for event in (e for s in steps for e in s.events):
-        AgentEvent.model_validate_json(event)
+        AgentEvent.model_validate_json(event.json())
 
 
 def test_a_runs_scheduled_followups_survive_its_state_round_trip(tmp_path: Path) -> None:
@@ -298,4 +298,4 @@ def test_a_crafted_followup_field_runs_as_an_input_and_logs_what_it_can(
     assert ("followup_fired" in types(steps)) is crafted
     assert steps[0].cancelled == ([] if crafted else ["f-0"])
     for event in (e for s in steps for e in s.events):
-        AgentEvent.model_validate_json(event)
+        AgentEvent.model_validate_json(event.json())
