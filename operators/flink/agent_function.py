@@ -316,7 +316,7 @@ class AgentFunction(KeyedProcessFunction):
         self._count_waiting(1)
 
     def _count_waiting(self, change: int) -> None:
-        self._waiting += change
+        self._waiting = max(0, self._waiting + change)  # restored parked queues are not counted
         self._metrics.waiting_inputs.set(self._waiting)
 
     def _dequeue(self) -> str | None:
