@@ -79,16 +79,17 @@ REFUSED = {"ap-3"}
 SEPARATE = [
     {"id": "sep-1", "key": "sep", "text": f"scenario:refund {ORDERS['SEP']}"},
     {"id": "sep-2", "key": "sep", "text": "scenario:plain while-parked", "hold_s": 3.0},
+    {"id": "sep-3", "key": "sep", "text": "scenario:slow decided-meanwhile", "hold_s": 2.0},
     {
         "key": "sep",
         "approval": {
             "call_id": approval_id("sep-1", job_id=SEPARATE_JOB_ID),
             "decision": "approve",
         },
-        "hold_s": 2.0,
     },
 ]
-"""The second agent's input: sep-2 comes while sep-1 is parked, its decision after."""
+"""The second agent's input: sep-2 comes while sep-1 is parked and is answered; sep-1's
+decision comes while sep-3's (1 s) model call runs, so sep-1 goes on once sep-3 ends."""
 
 
 @pytest.fixture(scope="module")
@@ -209,9 +210,16 @@ def test_with_separate_run_a_parked_keys_input_is_answered_while_the_run_waits(
     assert output_of(job, "sep-1")["run_id"] != output_of(job, "sep-2")["run_id"]
     sep_events = [e for e in job["event"] if e["key"] == "sep"]
     assert {e["run_id"] for e in sep_events} == {
-        run_id_for(SEPARATE_JOB_ID, "sep-1"),
-        run_id_for(SEPARATE_JOB_ID, "sep-2"),
+        run_id_for(SEPARATE_JOB_ID, input_id) for input_id in ("sep-1", "sep-2", "sep-3")
     }
+
+
+def test_a_run_decided_while_its_key_runs_another_goes_on_after_that_run(job: Any) -> None:
+    [decided] = events_of(job, "sep-1", "approval_decided", SEPARATE_JOB_ID)
+    [other] = events_of(job, "sep-3", "output", SEPARATE_JOB_ID)
+    [refunded] = events_of(job, "sep-1", "tool_response", SEPARATE_JOB_ID)
+    assert decided["timestamp_ms"] < other["timestamp_ms"] <= refunded["timestamp_ms"]
+    assert job["order"].index("sep-3") < job["order"].index("sep-1")
 
 
 def test_the_separate_run_misses_the_parked_turn_which_joins_memory_after_it(job: Any) -> None:
@@ -219,7 +227,8 @@ def test_the_separate_run_misses_the_parked_turn_which_joins_memory_after_it(job
     assert ORDERS["SEP"] not in json.dumps(separate.body)
     [resumed] = [t for t in job["script"].turns if t.scenario.endswith(ORDERS["SEP"]) and t.step]
     sent = json.dumps(resumed.body)
-    assert sent.index("while-parked") < sent.index(f"scenario:refund {ORDERS['SEP']}")
+    parked_turn = sent.index(f"scenario:refund {ORDERS['SEP']}")
+    assert sent.index("while-parked") < sent.index("decided-meanwhile") < parked_turn
 
 
 def test_a_rejected_call_is_not_made_and_the_model_reads_why(job: Any) -> None:
