@@ -394,7 +394,8 @@ class AgentFunction(KeyedProcessFunction):
                 return
             raw = self._dequeue()
         self._run.clear()
-        if not self._draining and not self._waiting_followups() and self._aside.is_empty():
+        aside = self._separate and not self._aside.is_empty()
+        if not self._draining and not self._waiting_followups() and not aside:
             # The key is idle: its end-of-input timer would otherwise stay in state forever.
             ctx.timer_service().delete_event_time_timer(FAR_FUTURE_MS)
 

@@ -40,7 +40,7 @@ RUN_TIMEOUT_S = 4.0
 """Shorter than the time the approved runs stay parked: parked time must not count."""
 DECISIONS_AFTER_S = 5.0
 TOKEN = uuid.uuid4().hex[:8]
-ORDERS = {name: f"{name}-{TOKEN}" for name in ("AP", "RJ", "ED", "TO", "MX", "END", "SEP")}
+ORDERS = {name: f"{name}-{TOKEN}" for name in ("AP", "RJ", "ED", "TO", "MX", "END", "SEP", "SEP4")}
 
 
 def approval_id(input_id: str, call_index: int = 0, job_id: str = JOB_ID) -> str:
@@ -79,6 +79,7 @@ REFUSED = {"ap-3"}
 SEPARATE = [
     {"id": "sep-1", "key": "sep", "text": f"scenario:refund {ORDERS['SEP']}"},
     {"id": "sep-2", "key": "sep", "text": "scenario:plain while-parked", "hold_s": 3.0},
+    {"id": "sep-4", "key": "sep", "text": f"scenario:refund {ORDERS['SEP4']}"},
     {"id": "sep-3", "key": "sep", "text": "scenario:slow decided-meanwhile", "hold_s": 2.0},
     {
         "key": "sep",
@@ -88,8 +89,9 @@ SEPARATE = [
         },
     },
 ]
-"""The second agent's input: sep-2 comes while sep-1 is parked and is answered; sep-1's
-decision comes while sep-3's (1 s) model call runs, so sep-1 goes on once sep-3 ends."""
+"""The second agent's input: sep-2 comes while sep-1 is parked and is answered; sep-4 parks
+beside sep-1 and is never decided; sep-1's decision comes while sep-3's (1 s) model call
+runs, so sep-1 goes on once sep-3 ends."""
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +118,12 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             telemetry=TelemetryConfig(otlp_endpoint=collector.url),
         )
         separate = config.model_copy(
-            update={"job_id": SEPARATE_JOB_ID, "while_parked": "separate_run", "telemetry": None}
+            update={
+                "job_id": SEPARATE_JOB_ID,
+                "while_parked": "separate_run",
+                "max_inputs_per_parked_key": 4,
+                "telemetry": None,
+            }
         )
         tagged = None
         for agent, inputs in ((config, INPUTS), (separate, SEPARATE)):
@@ -164,7 +171,7 @@ def test_every_input_has_one_output_and_each_parked_call_one_request(job: Any) -
     expected = [r["id"] for r in [*INPUTS, *SEPARATE] if "id" in r and r["id"] not in REFUSED]
     assert Counter(job["order"]) == Counter(expected)
     asks = {a["input_id"]: a for a in job["ask"]}
-    assert sorted(asks) == ["ap-1", "ed-1", "end-1", "mx-1", "rj-1", "sep-1", "to-1"]
+    assert sorted(asks) == ["ap-1", "ed-1", "end-1", "mx-1", "rj-1", "sep-1", "sep-4", "to-1"]
     assert asks["ap-1"]["call_id"] == approval_id("ap-1")
     assert asks["ap-1"]["arguments"] == {"order": ORDERS["AP"], "amount": 30}
     assert asks["to-1"]["deadline_ms"] - asks["to-1"]["requested_ms"] == 2000
@@ -210,7 +217,7 @@ def test_with_separate_run_a_parked_keys_input_is_answered_while_the_run_waits(
     assert output_of(job, "sep-1")["run_id"] != output_of(job, "sep-2")["run_id"]
     sep_events = [e for e in job["event"] if e["key"] == "sep"]
     assert {e["run_id"] for e in sep_events} == {
-        run_id_for(SEPARATE_JOB_ID, input_id) for input_id in ("sep-1", "sep-2", "sep-3")
+        run_id_for(SEPARATE_JOB_ID, input_id) for input_id in ("sep-1", "sep-2", "sep-3", "sep-4")
     }
 
 
@@ -275,9 +282,13 @@ def test_in_a_mixed_turn_the_other_call_runs_before_the_decision(job: Any) -> No
 
 def test_a_run_parked_when_the_input_ends_is_a_dead_letter_with_its_input(job: Any) -> None:
     assert refunds_made(ORDERS["END"]) == []
-    [letter] = [d for d in job["dead"] if d["error_type"] == "ApprovalPending"]
-    assert letter["id"] == "end-1" and json.loads(letter["input"])["key"] == "end"
+    letters = {d["id"]: d for d in job["dead"] if d["error_type"] == "ApprovalPending"}
+    assert sorted(letters) == ["end-1", "sep-4"]  # sep-4 was set aside (separate_run)
+    assert json.loads(letters["end-1"]["input"])["key"] == "end"
+    assert json.loads(letters["sep-4"]["input"])["text"] == f"scenario:refund {ORDERS['SEP4']}"
     assert output_of(job, "end-1")["status"] == "error"
+    assert output_of(job, "sep-4")["status"] == "error"
+    assert refunds_made(ORDERS["SEP4"]) == []
 
 
 def test_each_approval_wait_is_a_span_sent_live(job: Any) -> None:
