@@ -529,26 +529,20 @@ class AgentFunction(KeyedProcessFunction):
         now = ctx.timer_service().current_processing_time()
         decision = read_decision_line(raw)
         aside = self._aside.get(run_of_call(decision.call_id)) if self._separate else None
-        if aside is not None:
-            state = RunState.model_validate_json(aside)
-            kept = self._settled.get(decision.call_id)
-            settled = None if kept is None else settled_fingerprint(kept)
-            step = self._off_task(self._runtime.decide, state, decision, now, settled, key)
-            yield from self._step_aside(step, state, key, ctx, now)
-            return
-        call = self._calls.get(key)
-        stored = self._run.value()
+        call = None if aside is not None else self._calls.get(key)
+        stored = aside if aside is not None else self._run.value()
         state = call.state if call is not None else None
         if state is None and stored is not None:
             state = RunState.model_validate_json(stored)
         kept = self._settled.get(decision.call_id)
         settled = None if kept is None else settled_fingerprint(kept)
         step = self._off_task(self._runtime.decide, state, decision, now, settled, key)
+        if aside is not None:
+            assert state is not None
+            yield from self._step_aside(step, state, key, ctx, now)
+            return
         if step.duplicate or step.state is state:
-            yield from self._emit_events(step.events)
-            if step.dead_letter is not None:
-                self._metrics.dead_letters.inc()
-                yield DEAD_LETTERS_TAG, step.dead_letter
+            yield from self._unchanged(step)
             return
         if call is not None and step.state is not None:
             # its other call is running: its outcome is applied to the decided state
@@ -561,6 +555,13 @@ class AgentFunction(KeyedProcessFunction):
         assert state is not None
         history = self._load_history(now)
         yield from self._continue(step, _totals(state), history, key, ctx, now)
+
+    def _unchanged(self, step: Step) -> Iterator[Any]:
+        """A decision that changed no run (a duplicate, or refused): its dead letter, if any."""
+        yield from self._emit_events(step.events)
+        if step.dead_letter is not None:
+            self._metrics.dead_letters.inc()
+            yield DEAD_LETTERS_TAG, step.dead_letter
 
     def _busy(self, key: str) -> bool:
         """Whether the key has a run in progress (a live call, or a run in its `run` state)."""
@@ -578,10 +579,7 @@ class AgentFunction(KeyedProcessFunction):
         """Apply a decision or an expiry to a run set aside: it stays aside while parked, or
         while its key runs another (ready: `_resume_ready` takes it on), else goes on now."""
         if step.duplicate or step.state is state:
-            yield from self._emit_events(step.events)
-            if step.dead_letter is not None:
-                self._metrics.dead_letters.inc()
-                yield DEAD_LETTERS_TAG, step.dead_letter
+            yield from self._unchanged(step)
             return
         busy = self._busy(key)
         if step.state is not None and (step.state.parked or busy):

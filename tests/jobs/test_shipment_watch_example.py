@@ -14,10 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from example_jobs import EXAMPLES, example_runtime
 
-from streamagents.jobs._model_choice import demo_server, model_spec
-from streamagents.jobs.graph import agent_config
-from streamagents.jobs.spec import check_runnable, load_spec
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.approvals import parse_line
 from streamagents.operators.agent.followups import followup_line
@@ -25,7 +23,6 @@ from streamagents.operators.agent.records import InputRecord
 from streamagents.operators.agent.runtime import Step
 from streamagents.serde.messages import ChatMessage
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "jobs" / "examples"
 REQUESTS = EXAMPLES / "data" / "watch" / "requests" / "requests.jsonl"
 
 
@@ -47,16 +44,9 @@ def test_a_parcel_in_transit_is_checked_again_by_a_followup_that_finds_it_delive
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SHIPMENT_WATCH_CHECKS", str(tmp_path / "checks"))
-    loaded = load_spec(EXAMPLES / "shipment_watch.yaml", {})
-    check_runnable(loaded)
-    key_field = loaded.spec.key
     now = int(time.time() * 1000)
-    with demo_server(loaded.model) as url:
-        config = agent_config(loaded, model_spec(loaded.model, url))
-        runtime = AgentRuntime.from_config(
-            config.model_copy(update={"media_store": str(tmp_path / "media")})
-        )
-        runtime.clock_ms = lambda: float(now)
+    with example_runtime("shipment_watch.yaml", tmp_path, now) as (runtime, loaded):
+        key_field = loaded.spec.key
         in_transit, delivered = (
             finish(runtime, line, key_field, [], now) for line in REQUESTS.read_text().splitlines()
         )
@@ -67,7 +57,6 @@ def test_a_parcel_in_transit_is_checked_again_by_a_followup_that_finds_it_delive
         runtime.clock_ms = lambda: float(later)
         line = followup_line(followup, key_field)
         again = finish(runtime, line, key_field, in_transit.history, later)
-        asyncio.run(runtime.aclose())
     first = json.loads(in_transit.output or "{}")
     assert "shipment T-4821 is in_transit (Lyon sorting hub" in first["text"]
     assert "I will check again at" in first["text"]
