@@ -394,8 +394,7 @@ class AgentFunction(KeyedProcessFunction):
                 return
             raw = self._dequeue()
         self._run.clear()
-        aside = self._separate and not self._aside.is_empty()
-        if not self._draining and not self._waiting_followups() and not aside:
+        if not self._draining and not self._waiting_followups() and self._aside.is_empty():
             # The key is idle: its end-of-input timer would otherwise stay in state forever.
             ctx.timer_service().delete_event_time_timer(FAR_FUTURE_MS)
 
@@ -528,7 +527,7 @@ class AgentFunction(KeyedProcessFunction):
         """Apply a decision to the key's run: parked or not, it never waits in the queue."""
         now = ctx.timer_service().current_processing_time()
         decision = read_decision_line(raw)
-        aside = self._aside.get(run_of_call(decision.call_id)) if self._separate else None
+        aside = self._aside.get(run_of_call(decision.call_id))
         call = None if aside is not None else self._calls.get(key)
         stored = aside if aside is not None else self._run.value()
         state = call.state if call is not None else None
@@ -631,7 +630,7 @@ class AgentFunction(KeyedProcessFunction):
     def _resume_ready(self, key: str, ctx: Any) -> Iterator[Any]:
         """Go on with the key's first ready set-aside run, with the key's memory as it is
         now; returns whether one went on."""
-        if not self._separate or self._aside.is_empty():
+        if self._aside.is_empty():
             return False
         state = next_ready(RunState.model_validate_json(v) for v in self._aside.values())
         if state is None:
@@ -753,8 +752,10 @@ class AgentFunction(KeyedProcessFunction):
             yield from self._drop_followups(self._waiting_followups(), key)
         elif self._followups_on:
             yield from self._fire_followups(key, ctx, now)
-        if self._separate and not self._aside.is_empty():
-            yield from self._wake_aside(key, ctx, now)
+        call = self._calls.get(key)
+        polled = call is not None and (call.drain_at if draining else call.poll_at) == timestamp
+        if (self._separate or not polled) and not self._aside.is_empty():
+            yield from self._wake_aside(key, ctx, now)  # (`queue`: set aside before a restore)
         call = self._calls.get(key)
         if call is None:
             stored = self._run.value()
