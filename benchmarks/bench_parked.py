@@ -4,7 +4,9 @@ Run: `python benchmarks/bench_parked.py [--runs N]`. N support-desk runs (a tick
 300 characters, a model turn calling `refund`, which needs approval) are driven through
 the agent runtime until they park; the figure is the run's value in keyed state (the
 `run` state the engine writes: the RunState JSON), side by side with the same run while
-its first model call is pending, and the settled-approval entry a key keeps afterwards.
+its first model call is pending, the settled-approval entry a key keeps afterwards, and an
+input queued behind a parked run (the raw line in the key's queue), with what a key holds
+at most at the default `max_inputs_per_parked_key`.
 A parked run holds no call slot, thread or coroutine in the engine (no entry in its
 loop), so keyed state is all it costs.
 """
@@ -98,6 +100,9 @@ def main() -> None:
             approval = step.state.pending.approvals[0]
             settled = approval.call_id.encode() + b"approve:0123456789abcdef"
         elapsed = time.perf_counter() - started
+        line = json.dumps({"id": "t-1", "key": "c-0", "text": TICKET.format(order=0)})
+        queued = len(line.encode()) + 8  # the queue's map entry: a long position and the line
+        bound = config.max_inputs_per_parked_key
     print(f"{args.runs} parked runs, Python {platform.python_version()}, {platform.machine()}")
     print(f"  run state while its model call is pending: {statistics.mean(pending):7.0f} B/run")
     print(
@@ -106,6 +111,9 @@ def main() -> None:
     )
     print(f"  all {args.runs} parked runs:                {sum(parked) / 1024:7.0f} KiB")
     print(f"  settled-approval entry kept per decision:  {len(settled):7d} B (key + value)")
+    print(f"  input queued behind a parked run:          {queued:7d} B")
+    most = (max(parked) + (bound - 1) * queued) / 1024
+    print(f"  a parked key at max_inputs_per_parked_key={bound}: {most:5.1f} KiB at most")
     print(f"  threads before/after parking:             {threads} / {threading.active_count()}")
     print(f"  time to park each run (runtime only):      {elapsed / args.runs * 1000:7.2f} ms")
 

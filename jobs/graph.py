@@ -115,6 +115,8 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
         key_field=spec.key,
         max_in_flight=agent.max_in_flight,
         max_waiting_inputs=agent.max_waiting_inputs,
+        while_parked=agent.while_parked,
+        max_inputs_per_parked_key=agent.max_inputs_per_parked_key,
         memory=agent.memory,
         budgets=agent.budgets,
         media_store=spec.media_store,

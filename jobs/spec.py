@@ -50,9 +50,11 @@ from streamagents.operators.agent.config import (
     FollowupConfig,
     InputLimits,
     MemoryConfig,
+    ParkedKeyInputs,
     TelemetryConfig,
     ToolRef,
     WaitingInputs,
+    WhileParked,
     followup_key_problem,
     gemini_extras_problem,
 )
@@ -243,6 +245,8 @@ class AgentSpec(_SpecModel):
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
     max_waiting_inputs: WaitingInputs = 256
+    while_parked: WhileParked = "queue"
+    max_inputs_per_parked_key: ParkedKeyInputs = 32
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
     max_tool_result_bytes: int = Field(
         default=DEFAULT_MAX_RESULT_BYTES,
@@ -571,6 +575,7 @@ def check_runnable(loaded: LoadedSpec) -> None:
     if spec_dir not in sys.path:
         sys.path.append(spec_dir)
     problems = []
+    approving = False
     provider = "gemini" if loaded.model.provider == "demo" else loaded.model.provider
     if provider not in PROVIDERS:
         index = loaded.spec.agent.model.index(loaded.model)
@@ -595,6 +600,7 @@ def check_runnable(loaded: LoadedSpec) -> None:
         declared = (
             found.requires_approval if target.approval is None else target.approval == "required"
         )
+        approving = approving or bool(declared)
         if declared and loaded.spec.sinks.approval_requests is None:
             line = loaded.source.source_map.line_of(("agent", "tools", index))
             problems.append(
@@ -605,6 +611,7 @@ def check_runnable(loaded: LoadedSpec) -> None:
                     "sinks.approval_requests is not set",
                 )
             )
+    problems += _parked_key_problems(loaded, approving)
     problems += _kafka_problems(loaded)
     if loaded.telemetry is not None:
         try:
@@ -631,6 +638,25 @@ def _model_option_problems(loaded: LoadedSpec, provider: str) -> list[SpecProble
         line = loaded.source.source_map.line_of(path)
         return [SpecProblem(line, _dotted(path), str(exc))]
     return []
+
+
+def _parked_key_problems(loaded: LoadedSpec, approving: bool) -> list[SpecProblem]:
+    """Settings for keys with a parked run, set on an agent none of whose tools parks a run."""
+    agent = loaded.spec.agent
+    if approving:
+        return []
+    problems = []
+    for name in ("while_parked", "max_inputs_per_parked_key"):
+        if name in agent.model_fields_set:
+            problems.append(
+                SpecProblem(
+                    loaded.source.source_map.line_of(("agent", name)),
+                    f"agent.{name}",
+                    f"{name} applies to runs parked for an approval, but no tool of this "
+                    "agent needs approval; remove it or mark a tool `approval: required`",
+                )
+            )
+    return problems
 
 
 def kafka_parts(spec: JobSpec) -> dict[FieldPath, KafkaSourceSpec | KafkaSinkSpec]:

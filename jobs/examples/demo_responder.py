@@ -4,10 +4,12 @@ This is not a model and never pretends to be one. It is a `LoopbackStubServer` r
 that answers `generateContent` requests the way the Gemini API would, from rules: on a
 ticket it calls `lookup_order` for each order number and `fetch_attachment` for each file
 name in the text, and `refund` (when the agent has it) for a ticket asking for a refund of
-an amount in euros; once the tool results are back it writes an answer that says what it
-saw (order status, media types and sizes). Every answer starts with `DEMO_PREFIX`. It lets
-the example run end to end — real google-genai SDK, real adapter, real operator, real
-tools — on a machine without an API key.
+an amount in euros, and `track_shipment` for each tracking number (T-0000); when a tracked
+parcel is not delivered yet and the agent has `schedule_followup`, it schedules a check
+30 s later; once the tool results are back it writes an answer that says what it saw
+(order status, media types and sizes, where a parcel is, when it checks again). Every
+answer starts with `DEMO_PREFIX`. It lets the example run end to end — real google-genai
+SDK, real adapter, real operator, real tools — on a machine without an API key.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ __all__ = ["DEMO_PREFIX", "respond"]
 DEMO_PREFIX = "[DEMO MODEL - scripted test double on 127.0.0.1, not an LLM]"
 
 _ORDER = re.compile(r"\bO-\d{4}\b")
+_TRACKING = re.compile(r"\bT-\d{4}\b")
+_RECHECK_S = 30.0
 _FILE = re.compile(r"\b[\w-]+\.(?:png|jpe?g|pdf)\b", re.IGNORECASE)
 _REFUND = re.compile(r"\brefund\b.*?(\d+(?:\.\d+)?) ?(?:EUR|euros?)", re.IGNORECASE)
 _SIGNATURE = base64.b64encode(b"demo-thought-signature").decode("ascii")
@@ -77,10 +81,18 @@ def _tool_calls(text: str, tools: set[str]) -> list[dict[str, Any]]:
         calls += [("lookup_order", {"order_id": o}) for o in dict.fromkeys(_ORDER.findall(text))]
     if "fetch_attachment" in tools:
         calls += [("fetch_attachment", {"name": f}) for f in dict.fromkeys(_FILE.findall(text))]
+    if "track_shipment" in tools:
+        calls += [
+            ("track_shipment", {"tracking_id": t}) for t in dict.fromkeys(_TRACKING.findall(text))
+        ]
     refund = _REFUND.search(text)
     orders = _ORDER.findall(text)
     if "refund" in tools and refund is not None and orders:
         calls.append(("refund", {"order_id": orders[0], "amount_eur": float(refund.group(1))}))
+    return _function_calls(calls)
+
+
+def _function_calls(calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     return [
         {
             "functionCall": {"id": f"demo-call-{i}", "name": name, "args": args},
@@ -90,15 +102,36 @@ def _tool_calls(text: str, tools: set[str]) -> list[dict[str, Any]]:
     ]
 
 
-def _describe_result(name: str, response: dict[str, Any]) -> str:
-    payload: Any = response
+def _payload(response: dict[str, Any]) -> Any:
+    """A function response's result: the JSON a tool returned, parsed when it is JSON."""
     for key in ("result", "output", "content"):
         if isinstance(response.get(key), str):
             try:
-                payload = json.loads(response[key])
+                return json.loads(response[key])
             except ValueError:
-                payload = response[key]
-            break
+                return response[key]
+    return response
+
+
+def _rechecks(last: dict[str, Any], tools: set[str]) -> list[dict[str, Any]]:
+    """`schedule_followup` calls for the tracked parcels not delivered yet (when the agent
+    has the tool): check again in 30 s."""
+    if "schedule_followup" not in tools:
+        return []
+    calls = []
+    for part in last.get("parts", []):
+        response = _get(part, "functionResponse", "function_response")
+        if not isinstance(response, dict) or response.get("name") != "track_shipment":
+            continue
+        payload = _payload(response.get("response") or {})
+        if isinstance(payload, dict) and payload.get("found") and payload["status"] != "delivered":
+            note = f"Check shipment {payload['tracking_id']} again and tell the customer."
+            calls.append(("schedule_followup", {"after_s": _RECHECK_S, "note": note}))
+    return _function_calls(calls)
+
+
+def _describe_result(name: str, response: dict[str, Any]) -> str:
+    payload = _payload(response)
     if name == "lookup_order" and isinstance(payload, dict):
         order = payload.get("order_id", "?")
         if payload.get("found") is False:
@@ -112,32 +145,48 @@ def _describe_result(name: str, response: dict[str, Any]) -> str:
         if isinstance(payload, dict):
             return f"no new refund on {payload.get('order_id')} (already refunded)"
         return f"the refund was not made: {payload}"
+    if name == "track_shipment" and isinstance(payload, dict):
+        parcel = payload.get("tracking_id", "?")
+        if not payload.get("found"):
+            return f"shipment {parcel} was not found"
+        eta = f", expected {payload['eta']}" if payload.get("eta") else ""
+        return f"shipment {parcel} is {payload.get('status')} ({payload.get('where')}{eta})"
+    if name == "schedule_followup":
+        if isinstance(payload, dict) and payload.get("scheduled"):
+            return f"I will check again at {payload.get('due_at')}"
+        return f"no follow-up was scheduled: {payload}"
     return f"{name} answered"
 
 
 def _answer(contents: list[dict[str, Any]]) -> str:
-    """The final answer, built from the ticket and the tool results that came back."""
-    ticket = next(
+    """The final answer, built from the ticket and the tool results that came back since."""
+    start = next(
         (
-            c
-            for c in reversed(contents)
-            if c.get("role") == "user"
-            and not any(_get(p, "functionResponse", "function_response") for p in c["parts"])
+            i
+            for i in range(len(contents) - 1, -1, -1)
+            if contents[i].get("role") == "user"
+            and not any(
+                _get(p, "functionResponse", "function_response") for p in contents[i]["parts"]
+            )
         ),
-        {"parts": []},
+        len(contents),
     )
+    ticket = contents[start] if start < len(contents) else {"parts": []}
     text = " ".join(p.get("text", "") for p in ticket.get("parts", []) if "text" in p).strip()
     findings = [
         f"media in the ticket: {mime} ({size} bytes)"
         for part in ticket.get("parts", [])
         for mime, size in _media_in(part)
     ]
-    last = contents[-1] if contents else {"parts": []}
-    for part in last.get("parts", []):
-        response = _get(part, "functionResponse", "function_response")
-        if isinstance(response, dict):
-            findings.append(_describe_result(response.get("name", "?"), response.get("response")))
-        findings += [f"{mime} received ({size} bytes)" for mime, size in _media_in(part)]
+    for content in contents[start + 1 :]:
+        if content.get("role") != "user":
+            continue
+        for part in content.get("parts", []):
+            response = _get(part, "functionResponse", "function_response")
+            if isinstance(response, dict):
+                name = response.get("name", "?")
+                findings.append(_describe_result(name, response.get("response")))
+            findings += [f"{mime} received ({size} bytes)" for mime, size in _media_in(part)]
     seen = "; ".join(findings) if findings else "no orders or attachments mentioned"
     summary = text[:80] + ("..." if len(text) > 80 else "")
     return (
@@ -157,9 +206,14 @@ def respond(request: RecordedRequest) -> StubReply | dict[str, Any]:
     answering_tools = any(
         _get(p, "functionResponse", "function_response") for p in last.get("parts", [])
     )
+    tools = _declared_tools(body)
     if not answering_tools:
         text = " ".join(p.get("text", "") for p in last.get("parts", []) if "text" in p)
-        calls = _tool_calls(text, _declared_tools(body))
+        calls = _tool_calls(text, tools)
         if calls:
             return _reply(calls, body)
+    else:
+        rechecks = _rechecks(last, tools)
+        if rechecks:
+            return _reply(rechecks, body)
     return _reply([{"text": _answer(contents)}], body)

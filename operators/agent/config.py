@@ -324,6 +324,31 @@ WaitingInputs = Annotated[
 ]
 """The bound on inputs waiting in a subtask's keyed state (`max_waiting_inputs`)."""
 
+WhileParked = Annotated[
+    Literal["queue", "separate_run"],
+    Field(
+        description=(
+            "What a new input of a key whose run is parked for an approval does: queue (wait"
+            " behind it, one ordered conversation per key) or separate_run (start its own run"
+            " at once while the parked run stays parked)."
+        ),
+    ),
+]
+"""Where a parked key's new inputs go (`while_parked`, see docs/approvals.md)."""
+
+ParkedKeyInputs = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=100_000,
+        description=(
+            "Inputs a key with a parked run may hold in keyed state, its parked runs and"
+            " queued inputs together; a new input beyond it is a ParkedKeyFull dead letter."
+        ),
+    ),
+]
+"""The per-key bound on what a key with a parked run holds (`max_inputs_per_parked_key`)."""
+
 
 class ToolRef(BaseModel):
     """A tool by import path, with whether its calls need a person's approval."""
@@ -370,6 +395,8 @@ class AgentConfig(BaseModel):
     key_field: str = Field(default="key", description="Dotted path of the key in an input.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
     max_waiting_inputs: WaitingInputs = 256
+    while_parked: WhileParked = "queue"
+    max_inputs_per_parked_key: ParkedKeyInputs = 32
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Short-term memory.")
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     media_store: str = Field(default="media", description="Media store root: path or URI.")

@@ -25,9 +25,14 @@ the key's queue behind its run. At the end of a bounded input each waiting follo
 A run waiting for a person's decision on a tool call is parked: its state stays in keyed
 state with a processing-time timer at its earliest approval deadline, and it has no call
 on the loop (no slot, no thread). A decision (a canonical decision line from the parse
-step) is applied at once, never queued; the key's later inputs wait in its queue. At the
-end of a bounded input a parked run ends with an `ApprovalPending` dead letter. See
-docs/approvals.md.
+step) is applied at once, never queued. The key's later inputs wait in its queue, or, with
+`while_parked: separate_run`, the parked run is set aside in the key's `parked_aside` map
+state (by run id, with its deadline timer) and the next input runs at once; a set-aside run
+whose approvals are settled goes on when the key has no run in progress, before its queued
+inputs. A key with a parked run holds at most `max_inputs_per_parked_key` inputs (parked
+runs and queued inputs); one more is a `ParkedKeyFull` dead letter (rules in
+`agent.parked_keys`). At the end of a bounded input a parked run ends with an
+`ApprovalPending` dead letter. See docs/approvals.md.
 
 With a memory TTL, a run that ends sets a processing-time cleanup timer at its history's
 expiry (the due time is kept in keyed state); when it fires on an idle key whose history
@@ -63,6 +68,7 @@ from streamagents.operators.agent.approvals import (
 )
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.followups import Followup, followup_line
+from streamagents.operators.agent.parked_keys import goes_aside, next_ready, refusal, run_of_call
 from streamagents.operators.agent.records import (
     ErrorInfo,
     InputRecord,
@@ -196,6 +202,10 @@ class AgentFunction(KeyedProcessFunction):
             MapStateDescriptor("followups", Types.STRING(), Types.STRING())
         )
         self._followups_on = self._config.followups.enabled
+        self._aside = runtime_context.get_map_state(
+            MapStateDescriptor("parked_aside", Types.STRING(), Types.STRING())
+        )
+        self._separate = self._config.while_parked == "separate_run"
         self._steps = ThreadPoolExecutor(1, thread_name_prefix="streamagents-steps")
         runtime = self._off_task(self._runtime_factory, self._config)
         runtime.store = TaskThreadStore(runtime.store, self._steps)
@@ -256,7 +266,14 @@ class AgentFunction(KeyedProcessFunction):
             yield from self._decide(key, raw, ctx)
             return
         yield from self._make_room(key, ctx)
-        if key in self._calls or self._run.value() is not None:
+        stored = None if key in self._calls else self._run.value()
+        if stored is not None or self._separate:  # the key may have a parked run
+            letter = self._no_room(key, raw, stored)
+            if letter is not None:
+                self._metrics.dead_letters.inc()
+                yield DEAD_LETTERS_TAG, letter
+                return
+        if key in self._calls or stored is not None:
             self._enqueue(raw)
             return
         now = ctx.timer_service().current_processing_time()
@@ -274,6 +291,22 @@ class AgentFunction(KeyedProcessFunction):
             now = ctx.timer_service().current_processing_time()
             yield from self._settle(call, key, ctx, now)
 
+    def _no_room(self, key: str, raw: str, stored: str | None) -> str | None:
+        """The dead letter of an input its key, having a parked run, holds no more room for
+        (see `parked_keys.refusal`); None when it has room or no parked run."""
+        parked = len(list(self._aside.keys())) if self._separate else 0
+        if stored is not None and RunState.model_validate_json(stored).parked:
+            parked += 1
+        if not parked:
+            return None
+        tail = self._queue_tail.value()
+        queued = 0 if tail is None else tail - (self._queue_head.value() or 0)
+        bound = self._config.max_inputs_per_parked_key
+        error = refusal(parked + queued, bound, self._config.while_parked)
+        if error is None:
+            return None
+        return dead_letter_record("queue", error, raw, key=key)
+
     def _max_block_s(self, now_ms: int) -> float:
         """How long the task thread may block for a slot before a timeout timer is due."""
         earliest = self._earliest.earliest_ms()
@@ -289,7 +322,7 @@ class AgentFunction(KeyedProcessFunction):
         self._count_waiting(1)
 
     def _count_waiting(self, change: int) -> None:
-        self._waiting += change
+        self._waiting = max(0, self._waiting + change)  # restored parked queues are not counted
         self._metrics.waiting_inputs.set(self._waiting)
 
     def _dequeue(self) -> str | None:
@@ -366,7 +399,7 @@ class AgentFunction(KeyedProcessFunction):
                 return
             raw = self._dequeue()
         self._run.clear()
-        if not self._draining and not self._waiting_followups():
+        if not self._draining and not self._waiting_followups() and self._aside.is_empty():
             # The key is idle: its end-of-input timer would otherwise stay in state forever.
             ctx.timer_service().delete_event_time_timer(FAR_FUTURE_MS)
 
@@ -401,6 +434,10 @@ class AgentFunction(KeyedProcessFunction):
                 ended = self._runtime.abandon_parked(step.state, now_ms)
                 return (yield from self._apply_step(ended, before, history, key, ctx, now_ms))
             self._metrics.usage(before, _totals(step.state))
+            if goes_aside(self._config, step.state):
+                self._set_aside(step.state, ctx)
+                self._run.clear()
+                return False
             self._run.update(step.state.model_dump_json())
             self._park(step.state, ctx)
             return True
@@ -495,19 +532,21 @@ class AgentFunction(KeyedProcessFunction):
         """Apply a decision to the key's run: parked or not, it never waits in the queue."""
         now = ctx.timer_service().current_processing_time()
         decision = read_decision_line(raw)
-        call = self._calls.get(key)
-        stored = self._run.value()
+        aside = self._aside.get(run_of_call(decision.call_id))
+        call = None if aside is not None else self._calls.get(key)
+        stored = aside if aside is not None else self._run.value()
         state = call.state if call is not None else None
         if state is None and stored is not None:
             state = RunState.model_validate_json(stored)
         kept = self._settled.get(decision.call_id)
         settled = None if kept is None else settled_fingerprint(kept)
         step = self._runtime.decide(state, decision, now, settled, key)
+        if aside is not None:
+            assert state is not None
+            yield from self._step_aside(step, state, key, ctx, now)
+            return
         if step.duplicate or step.state is state:
-            yield from self._emit_events(step.events)
-            if step.dead_letter is not None:
-                self._metrics.dead_letters.inc()
-                yield DEAD_LETTERS_TAG, step.dead_letter
+            yield from self._unchanged(step)
             return
         if call is not None and step.state is not None:
             # its other call is running: its outcome is applied to the decided state
@@ -520,6 +559,99 @@ class AgentFunction(KeyedProcessFunction):
         assert state is not None
         history = self._load_history(key, now)
         yield from self._continue(step, _totals(state), history, key, ctx, now)
+
+    def _unchanged(self, step: Step) -> Iterator[Any]:
+        """A decision that changed no run (a duplicate, or refused): its dead letter, if any."""
+        yield from self._emit_events(step.events)
+        if step.dead_letter is not None:
+            self._metrics.dead_letters.inc()
+            yield DEAD_LETTERS_TAG, step.dead_letter
+
+    def _busy(self, key: str) -> bool:
+        """Whether the key has a run in progress (a live call, or a run in its `run` state)."""
+        return key in self._calls or self._run.value() is not None
+
+    def _set_aside(self, state: RunState, ctx: Any) -> None:
+        """Keep a run (`while_parked: separate_run`) in the key's `parked_aside` map state,
+        with the timer of its earliest approval deadline."""
+        self._aside.put(state.run_id, state.model_dump_json())
+        self._park(state, ctx)
+
+    def _step_aside(
+        self, step: Step, state: RunState, key: str, ctx: Any, now_ms: int
+    ) -> Iterator[Any]:
+        """Apply a decision or an expiry to a run set aside: it stays aside while parked, or
+        while its key runs another (ready: `_resume_ready` takes it on), else goes on now."""
+        if step.duplicate or step.state is state:
+            yield from self._unchanged(step)
+            return
+        busy = self._busy(key)
+        if step.state is not None and (step.state.parked or busy):
+            yield from self._emit_events(step.events)
+            self._trace(step.events)
+            self._remember(step.settled, now_ms)
+            self._set_aside(step.state, ctx)
+            return
+        self._aside.remove(state.run_id)
+        if step.state is None and busy:
+            yield from self._end_aside(step, key, ctx, now_ms)
+            return
+        history = self._load_history(key, now_ms)
+        yield from self._continue(step, _totals(state), history, key, ctx, now_ms)
+
+    def _end_aside(self, step: Step, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
+        """Emit the records of a set-aside run that ended without going on (rejected to an
+        error, or abandoned at the end of input), leaving the key's `run` state alone; such
+        an ending never changes the key's memory."""
+        yield from self._emit_events(step.events)
+        self._trace(step.events, run_ended=True)
+        self._remember(step.settled, now_ms)
+        failed = step.dead_letter is not None
+        if step.dead_letter is not None:
+            self._metrics.dead_letters.inc()
+            yield DEAD_LETTERS_TAG, step.dead_letter
+        if step.output is not None:
+            failed = failed or json.loads(step.output).get("status") != "ok"
+            yield step.output
+        (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
+        yield from self._keep_followups(step.followups, key, ctx)
+
+    def _wake_aside(self, key: str, ctx: Any, now_ms: int) -> Iterator[Any]:
+        """On a timer of a key with runs set aside: at the end of input end each parked one
+        (`ApprovalPending` dead letter), else reject what timed out (`_step_aside`)."""
+        for run_id, stored in list(self._aside.items()):
+            state = RunState.model_validate_json(stored)
+            if self._draining:
+                if state.parked:
+                    self._aside.remove(run_id)
+                    step = self._runtime.abandon_parked(state, now_ms)
+                    yield from self._end_aside(step, key, ctx, now_ms)
+                continue
+            due = state.next_deadline_ms
+            if due is not None and due <= now_ms:
+                step = self._runtime.expire(state, now_ms)
+                yield from self._step_aside(step, state, key, ctx, now_ms)
+
+    def _resume_ready(self, key: str, ctx: Any) -> Iterator[Any]:
+        """Go on with the key's first ready set-aside run, with the key's memory as it is
+        now; returns whether one went on."""
+        if self._aside.is_empty():
+            return False
+        state = next_ready(RunState.model_validate_json(v) for v in self._aside.values())
+        if state is None:
+            return False
+        self._aside.remove(state.run_id)
+        now = ctx.timer_service().current_processing_time()
+        history = self._load_history(key, now)
+        step = Step(state=state)
+        return (yield from self._apply_step(step, _totals(state), history, key, ctx, now))
+
+    def _after_run(self, key: str, ctx: Any) -> Iterator[Any]:
+        """The key's run ended or was set aside: a ready set-aside run goes on first, else
+        the key's next queued input starts."""
+        if (yield from self._resume_ready(key, ctx)):
+            return
+        yield from self._begin(self._dequeue(), key, ctx)
 
     def _emit_events(self, events: list[RunEvent]) -> Iterator[Any]:
         """Write a step's events to this subtask's event log when it has one (no side output,
@@ -628,6 +760,10 @@ class AgentFunction(KeyedProcessFunction):
         elif self._followups_on:
             yield from self._fire_followups(key, ctx, now)
         call = self._calls.get(key)
+        polled = call is not None and (call.drain_at if draining else call.poll_at) == timestamp
+        if (self._separate or not polled) and not self._aside.is_empty():
+            yield from self._wake_aside(key, ctx, now)  # (`queue`: set aside before a restore)
+        call = self._calls.get(key)
         if call is None:
             stored = self._run.value()
             if stored is None:
@@ -730,7 +866,7 @@ class AgentFunction(KeyedProcessFunction):
         """Apply a step of a running run; when it ended, start the key's next input."""
         running = yield from self._apply_step(step, before, history, key, ctx, now_ms)
         if not running:
-            yield from self._begin(self._dequeue(), key, ctx)
+            yield from self._after_run(key, ctx)
 
     def _abandon(
         self, call: _Call, error: BaseException, key: str, ctx: Any, now_ms: int
@@ -749,4 +885,4 @@ class AgentFunction(KeyedProcessFunction):
         self._run.clear()
         self._arm_cleanup(ctx, None)
         yield from self._keep_followups(call.state.followups, key, ctx)
-        yield from self._begin(self._dequeue(), key, ctx)
+        yield from self._after_run(key, ctx)

@@ -4,7 +4,9 @@ Runs that call `refund_order` or `cancel_order` park; the decisions come later o
 input (a `hold` delays them until the runs have parked): approve, a duplicate, a conflict,
 reject with a comment, approve with edited arguments, approve one call of a mixed turn, an
 unknown call id, and one for a call whose 2 s deadline has passed. One run is never
-decided: the bounded input ends while it waits. The tests below each check one promised
+decided: the bounded input ends while it waits. A key at its `max_inputs_per_parked_key`
+refuses one more input. A second agent in the same job (`while_parked: separate_run`)
+answers a parked key's new input at once. The tests below each check one promised
 behaviour on what the job emitted, what the stub received and which tool calls were made.
 """
 
@@ -32,16 +34,18 @@ from streamagents.operators.flink import agent_stream
 pytestmark = pytest.mark.e2e
 
 JOB_ID = "approvals-e2e"
+SEPARATE_JOB_ID = "approvals-e2e-separate"
+"""The second agent's job id (its run ids derive from it)."""
 RUN_TIMEOUT_S = 4.0
 """Shorter than the time the approved runs stay parked: parked time must not count."""
 DECISIONS_AFTER_S = 5.0
 TOKEN = uuid.uuid4().hex[:8]
-ORDERS = {name: f"{name}-{TOKEN}" for name in ("AP", "RJ", "ED", "TO", "MX", "END")}
+ORDERS = {name: f"{name}-{TOKEN}" for name in ("AP", "RJ", "ED", "TO", "MX", "END", "SEP", "SEP4")}
 
 
-def approval_id(input_id: str, call_index: int = 0) -> str:
+def approval_id(input_id: str, call_index: int = 0, job_id: str = JOB_ID) -> str:
     """The approval id of a call of a run's first turn: its tool_request event's id."""
-    return f"{run_id_for(JOB_ID, input_id)}.{4 + call_index:04d}"
+    return f"{run_id_for(job_id, input_id)}.{4 + call_index:04d}"
 
 
 def decision(key: str, input_id: str, verdict: str = "approve", **fields: Any) -> dict[str, Any]:
@@ -59,7 +63,8 @@ INPUTS = [
     {"id": "to-1", "key": "to", "text": f"scenario:cancel {ORDERS['TO']}"},
     {"id": "mx-1", "key": "mx", "text": f"scenario:refund_and_look {ORDERS['MX']}"},
     {"id": "end-1", "key": "end", "text": f"scenario:refund {ORDERS['END']}"},
-    {**decision("ap", "ap-1", by="ana"), "hold_s": DECISIONS_AFTER_S},
+    {"id": "ap-3", "key": "ap", "text": "scenario:plain one-too-many", "hold_s": DECISIONS_AFTER_S},
+    decision("ap", "ap-1", by="ana"),
     decision("ap", "ap-1", by="bob"),  # the same decision again: ignored
     decision("ap", "ap-1", "reject", by="cy"),  # a conflicting one: a dead letter
     decision("rj", "rj-1", "reject", by="bo", comment="outside 30 days"),
@@ -69,6 +74,24 @@ INPUTS = [
     decision("to", "to-1", by="late"),  # its 2 s deadline has passed
     {"id": "last-1", "key": "last", "text": "scenario:plain last", "hold_s": 4.0},
 ]
+REFUSED = {"ap-3"}
+"""Arrives while ap-1 is parked and ap-2 waits: beyond max_inputs_per_parked_key=2."""
+SEPARATE = [
+    {"id": "sep-1", "key": "sep", "text": f"scenario:refund {ORDERS['SEP']}"},
+    {"id": "sep-2", "key": "sep", "text": "scenario:plain while-parked", "hold_s": 3.0},
+    {"id": "sep-4", "key": "sep", "text": f"scenario:refund {ORDERS['SEP4']}"},
+    {"id": "sep-3", "key": "sep", "text": "scenario:slow decided-meanwhile", "hold_s": 2.0},
+    {
+        "key": "sep",
+        "approval": {
+            "call_id": approval_id("sep-1", job_id=SEPARATE_JOB_ID),
+            "decision": "approve",
+        },
+    },
+]
+"""The second agent's input: sep-2 comes while sep-1 is parked and is answered; sep-4 parks
+beside sep-1 and is never decided; sep-1's decision comes while sep-3's (1 s) model call
+runs, so sep-1 goes on once sep-3 ends."""
 
 
 @pytest.fixture(scope="module")
@@ -90,19 +113,32 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             approval_timeout_s=600,
             budgets=Budgets(run_timeout_s=RUN_TIMEOUT_S),
             max_in_flight=8,
+            max_inputs_per_parked_key=2,
             media_store=str(root / "media"),
             telemetry=TelemetryConfig(otlp_endpoint=collector.url),
         )
-        lines = [json.dumps(r) for r in INPUTS]
-        records = env.from_collection(lines, type_info=Types.STRING()).map(
-            e2e_tools.hold, Types.STRING()
+        separate = config.model_copy(
+            update={
+                "job_id": SEPARATE_JOB_ID,
+                "while_parked": "separate_run",
+                "max_inputs_per_parked_key": 4,
+                "telemetry": None,
+            }
         )
-        streams = agent_stream(records, config)
-        tagged = streams.outputs.map(lambda s: ("output", s), Types.PICKLED_BYTE_ARRAY()).union(
-            streams.events.map(lambda s: ("event", s), Types.PICKLED_BYTE_ARRAY()),
-            streams.dead_letters.map(lambda s: ("dead", s), Types.PICKLED_BYTE_ARRAY()),
-            streams.approval_requests.map(lambda s: ("ask", s), Types.PICKLED_BYTE_ARRAY()),
-        )
+        tagged = None
+        for agent, inputs in ((config, INPUTS), (separate, SEPARATE)):
+            lines = [json.dumps(r) for r in inputs]
+            records = env.from_collection(lines, type_info=Types.STRING()).map(
+                e2e_tools.hold, Types.STRING()
+            )
+            streams = agent_stream(records, agent)
+            kinds = streams.outputs.map(lambda s: ("output", s), Types.PICKLED_BYTE_ARRAY()).union(
+                streams.events.map(lambda s: ("event", s), Types.PICKLED_BYTE_ARRAY()),
+                streams.dead_letters.map(lambda s: ("dead", s), Types.PICKLED_BYTE_ARRAY()),
+                streams.approval_requests.map(lambda s: ("ask", s), Types.PICKLED_BYTE_ARRAY()),
+            )
+            tagged = kinds if tagged is None else tagged.union(kinds)
+        assert tagged is not None
         with tagged.execute_and_collect(JOB_ID) as results:
             emitted = [(kind, json.loads(text)) for kind, text in results]
         spans = received_spans(collector, JOB_ID)
@@ -118,8 +154,10 @@ def output_of(job: Any, input_id: str) -> dict[str, Any]:
     return found
 
 
-def events_of(job: Any, input_id: str, event_type: str) -> list[dict[str, Any]]:
-    run_id = run_id_for(JOB_ID, input_id)
+def events_of(
+    job: Any, input_id: str, event_type: str, job_id: str = JOB_ID
+) -> list[dict[str, Any]]:
+    run_id = run_id_for(job_id, input_id)
     return [e for e in job["event"] if e["run_id"] == run_id and e["event_type"] == event_type]
 
 
@@ -130,9 +168,10 @@ def results_sent(job: Any, order: str) -> list[dict[str, Any]]:
 
 
 def test_every_input_has_one_output_and_each_parked_call_one_request(job: Any) -> None:
-    assert Counter(job["order"]) == Counter(r["id"] for r in INPUTS if "id" in r)
+    expected = [r["id"] for r in [*INPUTS, *SEPARATE] if "id" in r and r["id"] not in REFUSED]
+    assert Counter(job["order"]) == Counter(expected)
     asks = {a["input_id"]: a for a in job["ask"]}
-    assert sorted(asks) == ["ap-1", "ed-1", "end-1", "mx-1", "rj-1", "to-1"]
+    assert sorted(asks) == ["ap-1", "ed-1", "end-1", "mx-1", "rj-1", "sep-1", "sep-4", "to-1"]
     assert asks["ap-1"]["call_id"] == approval_id("ap-1")
     assert asks["ap-1"]["arguments"] == {"order": ORDERS["AP"], "amount": 30}
     assert asks["to-1"]["deadline_ms"] - asks["to-1"]["requested_ms"] == 2000
@@ -154,6 +193,49 @@ def test_a_later_input_of_a_parked_key_waits_for_the_run(job: Any) -> None:
     [decided] = events_of(job, "ap-1", "approval_decided")
     [started] = events_of(job, "ap-2", "input")
     assert started["timestamp_ms"] >= decided["timestamp_ms"]
+
+
+def test_an_input_beyond_the_parked_keys_bound_is_a_dead_letter_with_the_reason(
+    job: Any,
+) -> None:
+    [letter] = [d for d in job["dead"] if d["error_type"] == "ParkedKeyFull"]
+    assert (letter["stage"], letter["key"], letter["id"]) == ("queue", "ap", "ap-3")
+    assert "max_inputs_per_parked_key=2" in letter["reason"]
+    assert json.loads(letter["input"])["text"] == "scenario:plain one-too-many"
+    assert not events_of(job, "ap-3", "input")  # no run started for it
+
+
+def test_with_separate_run_a_parked_keys_input_is_answered_while_the_run_waits(
+    job: Any,
+) -> None:
+    [decided] = events_of(job, "sep-1", "approval_decided", SEPARATE_JOB_ID)
+    [answered] = events_of(job, "sep-2", "output", SEPARATE_JOB_ID)
+    assert answered["timestamp_ms"] < decided["timestamp_ms"]
+    assert job["order"].index("sep-2") < job["order"].index("sep-1")
+    assert (output_of(job, "sep-1")["status"], output_of(job, "sep-2")["status"]) == ("ok", "ok")
+    assert refunds_made(ORDERS["SEP"]) == [30]
+    assert output_of(job, "sep-1")["run_id"] != output_of(job, "sep-2")["run_id"]
+    sep_events = [e for e in job["event"] if e["key"] == "sep"]
+    assert {e["run_id"] for e in sep_events} == {
+        run_id_for(SEPARATE_JOB_ID, input_id) for input_id in ("sep-1", "sep-2", "sep-3", "sep-4")
+    }
+
+
+def test_a_run_decided_while_its_key_runs_another_goes_on_after_that_run(job: Any) -> None:
+    [decided] = events_of(job, "sep-1", "approval_decided", SEPARATE_JOB_ID)
+    [other] = events_of(job, "sep-3", "output", SEPARATE_JOB_ID)
+    [refunded] = events_of(job, "sep-1", "tool_response", SEPARATE_JOB_ID)
+    assert decided["timestamp_ms"] < other["timestamp_ms"] <= refunded["timestamp_ms"]
+    assert job["order"].index("sep-3") < job["order"].index("sep-1")
+
+
+def test_the_separate_run_misses_the_parked_turn_which_joins_memory_after_it(job: Any) -> None:
+    [separate] = job["script"].turns_of("scenario:plain while-parked")
+    assert ORDERS["SEP"] not in json.dumps(separate.body)
+    [resumed] = [t for t in job["script"].turns if t.scenario.endswith(ORDERS["SEP"]) and t.step]
+    sent = json.dumps(resumed.body)
+    parked_turn = sent.index(f"scenario:refund {ORDERS['SEP']}")
+    assert sent.index("while-parked") < sent.index("decided-meanwhile") < parked_turn
 
 
 def test_a_rejected_call_is_not_made_and_the_model_reads_why(job: Any) -> None:
@@ -200,9 +282,13 @@ def test_in_a_mixed_turn_the_other_call_runs_before_the_decision(job: Any) -> No
 
 def test_a_run_parked_when_the_input_ends_is_a_dead_letter_with_its_input(job: Any) -> None:
     assert refunds_made(ORDERS["END"]) == []
-    [letter] = [d for d in job["dead"] if d["error_type"] == "ApprovalPending"]
-    assert letter["id"] == "end-1" and json.loads(letter["input"])["key"] == "end"
+    letters = {d["id"]: d for d in job["dead"] if d["error_type"] == "ApprovalPending"}
+    assert sorted(letters) == ["end-1", "sep-4"]  # sep-4 was set aside (separate_run)
+    assert json.loads(letters["end-1"]["input"])["key"] == "end"
+    assert json.loads(letters["sep-4"]["input"])["text"] == f"scenario:refund {ORDERS['SEP4']}"
     assert output_of(job, "end-1")["status"] == "error"
+    assert output_of(job, "sep-4")["status"] == "error"
+    assert refunds_made(ORDERS["SEP4"]) == []
 
 
 def test_each_approval_wait_is_a_span_sent_live(job: Any) -> None:

@@ -99,6 +99,8 @@ def test_a_tool_declaring_approval_in_python_needs_the_request_sink(tmp_path: Pa
         (("approval_timeout_s: 3600", "approval_timeout_s: .inf"), "approval_timeout_s"),
         (("approval: required,", "approval: none,"), "applies only to a tool whose calls"),
         (("ref: ", "reff: "), "reff"),
+        (("  approval_timeout_s: 3600", "  while_parked: parallel"), "while_parked"),
+        (("  approval_timeout_s: 3600", "  max_inputs_per_parked_key: 0"), "greater than"),
     ],
 )
 def test_bad_approval_settings_are_refused_with_their_field(
@@ -106,6 +108,28 @@ def test_bad_approval_settings_are_refused_with_their_field(
 ) -> None:
     message = problems(write(tmp_path, BASE.replace(*change)))
     assert expected in message and "job.yaml:" in message
+
+
+def test_while_parked_settings_reach_the_agent_config(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "  approval_timeout_s: 3600\n",
+        "  while_parked: separate_run\n  max_inputs_per_parked_key: 4\n",
+    )
+    loaded = load_spec(write(tmp_path, text), {})
+    check_runnable(loaded)
+    config = agent_config(loaded, model_spec(loaded.model))
+    assert (config.while_parked, config.max_inputs_per_parked_key) == ("separate_run", 4)
+
+
+def test_while_parked_on_an_agent_without_approvals_is_refused(tmp_path: Path) -> None:
+    text = (
+        BASE.replace("approval: required,", "approval: none,")
+        .replace("       approval_timeout_s: 600}", "       }")
+        .replace("  approval_timeout_s: 3600\n", "  while_parked: separate_run\n")
+    )
+    message = problems(write(tmp_path, text))
+    assert "job.yaml:7: agent.while_parked: while_parked applies to runs parked" in message
+    assert "max_inputs_per_parked_key" not in message
 
 
 def test_approvals_without_a_request_sink_are_refused(tmp_path: Path) -> None:

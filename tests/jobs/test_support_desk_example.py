@@ -13,16 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from example_jobs import EXAMPLES, example_runtime
 
-from streamagents.jobs._model_choice import demo_server, model_spec
-from streamagents.jobs.graph import agent_config
-from streamagents.jobs.spec import check_runnable, load_spec
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.approvals import parse_line
 from streamagents.operators.agent.records import InputRecord
 from streamagents.operators.agent.runtime import Step
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "jobs" / "examples"
 DESK = EXAMPLES / "data" / "desk"
 
 
@@ -40,17 +37,9 @@ def test_the_decisions_file_approves_one_refund_and_rejects_the_other(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SUPPORT_DESK_REFUNDS", str(tmp_path / "refunds"))
-    loaded = load_spec(EXAMPLES / "support_desk.yaml", {})
-    check_runnable(loaded)
     now = int(time.time() * 1000)
-    key_field = loaded.spec.key
-    with demo_server(loaded.model) as url:
-        runtime = AgentRuntime.from_config(
-            agent_config(loaded, model_spec(loaded.model, url)).model_copy(
-                update={"media_store": str(tmp_path / "media")}
-            )
-        )
-        runtime.clock_ms = lambda: float(now)
+    with example_runtime("support_desk.yaml", tmp_path, now) as (runtime, loaded):
+        key_field = loaded.spec.key
         parked: dict[str, Step] = {}
         requests: dict[str, dict] = {}
         for line in (DESK / "tickets" / "tickets.jsonl").read_text().splitlines():
@@ -74,7 +63,6 @@ def test_the_decisions_file_approves_one_refund_and_rejects_the_other(
             step = settle(runtime, decided_step, now, [])
             assert step.output is not None
             outputs[json.loads(step.output)["id"]] = json.loads(step.output)
-        asyncio.run(runtime.aclose())
     assert requests["desk-1"]["arguments"] == {"order_id": "O-7310", "amount_eur": 129.0}
     assert "129.0 EUR refunded on O-7310" in outputs["desk-1"]["text"]
     assert "the refund was not made" in outputs["desk-2"]["text"]
