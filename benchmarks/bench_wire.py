@@ -201,7 +201,14 @@ class CpuSampler:
 
 
 def write_spec(
-    workdir: Path, wire: str, case: Case, port: int, inputs: int, keys: int, parallelism: int = 1
+    workdir: Path,
+    wire: str,
+    case: Case,
+    port: int,
+    inputs: int,
+    keys: int,
+    parallelism: int = 1,
+    max_waiting_inputs: int | None = None,
 ) -> Path:
     """The job's inputs and YAML spec in `workdir`; returns the spec's path."""
     data = workdir / "inputs.jsonl"
@@ -223,6 +230,7 @@ def write_spec(
             },
             "tools": [TOOL] if case.tools else [],
             "max_in_flight": 128,
+            **({} if max_waiting_inputs is None else {"max_waiting_inputs": max_waiting_inputs}),
         },
         "media_store": str(workdir / "media"),
         "event_log": {"path": str(workdir / "events"), "level": case.log},
@@ -286,13 +294,15 @@ def measure(
     keys: int,
     cluster: StandaloneCluster | None = None,
     parallelism: int = 1,
+    max_waiting_inputs: int | None = None,
 ) -> Figures:
     """Run one wire on one case in a fresh work directory: on the local mini-cluster, or
     submitted to `cluster` at `parallelism` (CPU summed over its TaskManagers)."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-wire-"))
     try:
+        keyed = inputs if case.tools else keys
         spec_path = write_spec(
-            workdir, wire, case, port, inputs, inputs if case.tools else keys, parallelism
+            workdir, wire, case, port, inputs, keyed, parallelism, max_waiting_inputs
         )
         server_call(port, "/control", {"latency_ms": case.latency_ms})
         pids = [taskmanager_pid()] if cluster is None else cluster.taskmanager_pids()
@@ -332,6 +342,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--wires", default=",".join(WIRES), help=f"subset of {WIRES}")
     parser.add_argument("--cases", help=f"subset of {[c.name for c in ALL_CASES]}")
     parser.add_argument(
+        "--max-waiting-inputs",
+        type=int,
+        help="the spec's agent.max_waiting_inputs (default: the spec's default, 256); above "
+        "it an input blocks the task thread for its key's call, so a burst larger than "
+        "this is paced by that backpressure rather than by the model",
+    )
+    parser.add_argument(
         "--cluster",
         action="store_true",
         help="scale-out: submit to a standalone cluster of 2 TaskManagers (1 slot each) at "
@@ -348,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; "
         f"{inputs} inputs, plain turns over {args.keys} keys, tool loop one input per key; "
-        "parallelism 1, max_in_flight 128"
+        f"parallelism 1, max_in_flight 128, max_waiting_inputs {args.max_waiting_inputs or 256}"
     )
     print(
         f"{'case':<22} {'wire':<17} {'turns/s':>8} {'in flight':>10} {'peak':>5} "
@@ -362,10 +379,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     with wire_server() as (port, _pid):
         # A job first that is not measured: the JVM's first job pays its warm-up (class
         # loading, JIT), which made whichever case ran first look the most expensive.
-        measure(wires[0], cases[0], port, min(inputs, 200), args.keys)
+        waiting = args.max_waiting_inputs
+        measure(wires[0], cases[0], port, min(inputs, 200), args.keys, max_waiting_inputs=waiting)
         for case in cases:
             for wire in wires:
-                f = measure(wire, case, port, inputs, args.keys)
+                f = measure(wire, case, port, inputs, args.keys, max_waiting_inputs=waiting)
                 limit = f"{f.limit:.0f}" if f.limit else "-"
                 server = (
                     f"{f.server_cpu_ms_per_request:.3f}" if f.server_cpu_ms_per_request else "-"
