@@ -1,7 +1,7 @@
 """The OpenAI models: each OpenAI wire sent through an `openai.AsyncOpenAI` client (retries off).
 
 The wire modules build the request JSON themselves, so it is posted with the client's
-`post` (the SDK's own HTTP path and errors) rather than `chat.completions.create` /
+`request` (the SDK's own HTTP path and errors) rather than `chat.completions.create` /
 `responses.create`, whose typed-parameter transform walks every message again (about a
 third of the SDK's cost per call), and the reply is read from its JSON once. The client
 goes through the SDK's aiohttp transport unless `transport="httpx"` is given: about half
