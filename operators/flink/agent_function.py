@@ -446,14 +446,7 @@ class AgentFunction(KeyedProcessFunction):
             self._run.update(step.state.model_dump_json())
             self._issue(step.state, history, key, ctx, now_ms)
             return True
-        failed = step.dead_letter is not None
-        if step.output is not None:
-            output = json.loads(step.output)
-            self._metrics.usage(before, _output_totals(output))
-            failed = failed or output.get("status") != "ok"
-            yield step.output
-        (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
-        yield from self._keep_followups(step.followups, key, ctx)
+        yield from self._ended(step, key, ctx, before)
         if step.history is not None:
             self._history.update(self._histories.encode(key, now_ms, step.history))
         self._run.clear()
@@ -606,12 +599,22 @@ class AgentFunction(KeyedProcessFunction):
         yield from self._emit_events(step.events)
         self._trace(step.events, run_ended=True)
         self._remember(step.settled, now_ms)
-        failed = step.dead_letter is not None
         if step.dead_letter is not None:
             self._metrics.dead_letters.inc()
             yield DEAD_LETTERS_TAG, step.dead_letter
+        yield from self._ended(step, key, ctx)
+
+    def _ended(
+        self, step: Step, key: str, ctx: Any, before: UsageTotals | None = None
+    ) -> Iterator[Any]:
+        """A finished run's output, its count as finished or failed, its follow-ups kept;
+        with `before`, the calls and tokens it used since then are counted too."""
+        failed = step.dead_letter is not None
         if step.output is not None:
-            failed = failed or json.loads(step.output).get("status") != "ok"
+            output = json.loads(step.output)
+            if before is not None:
+                self._metrics.usage(before, _output_totals(output))
+            failed = failed or output.get("status") != "ok"
             yield step.output
         (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
         yield from self._keep_followups(step.followups, key, ctx)
