@@ -356,6 +356,13 @@ def test_a_closed_model_opens_a_fresh_client_on_next_use(
     assert len(stub.requests) == 2
 
 
+def test_blocking_chat_closes_the_client_it_opened(stub: LoopbackStubServer, wire: Wire) -> None:
+    model = wire.model(stub.url)
+    stub.script(wire.ok)
+    assert model.chat(HELLO).message.content == "ok"
+    assert model._client._client is None  # its connections are released, not left to GC
+
+
 def test_a_model_survives_pickling_and_still_calls(stub: LoopbackStubServer, wire: Wire) -> None:
     model = wire.model(stub.url)
     stub.script(wire.ok)
