@@ -3,21 +3,24 @@
 Sensory memory is the current run's messages (`RunState.messages`); when a run ends they are
 appended to the key's short-term history, which `trim_history` then bounds by message count
 and by bytes (the JSON size of the messages, media counted as refs), dropping the oldest
-first. A history never starts in the middle of a run: after dropping, leading messages that
-are not user messages (an assistant's tool calls, tool results) are dropped too, so a
-provider never sees a tool result without the call it answers. `history_expired` says
+first (`MessageSizes` remembers each message's size, so a key's kept messages are not
+dumped to JSON again on every run). A history never starts in the middle of a run: after
+dropping, leading messages that are not user messages (an assistant's tool calls, tool
+results) are dropped too, so a provider never sees a tool result without the call it
+answers. `history_expired` says
 whether the history outlived its TTL.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from streamagents.serde.messages import ChatMessage
 
 __all__ = [
+    "MessageSizes",
     "TrimResult",
     "history_expired",
     "message_bytes",
@@ -46,9 +49,40 @@ def message_bytes(message: ChatMessage) -> int:
     return len(message.model_dump_json().encode())
 
 
-def trim_history(messages: Sequence[ChatMessage], max_messages: int, max_bytes: int) -> TrimResult:
-    """Drop the oldest messages until at most `max_messages` and `max_bytes` remain."""
-    sizes = [message_bytes(m) for m in messages]
+class MessageSizes:
+    """`message_bytes` of the messages seen lately, remembered by message, for the
+    runtime's memory accounting: a key's history is the same message objects run after
+    run, so each is dumped to JSON once rather than on every run.
+
+    An entry holds its message, so the `id()` it is found by cannot be reused by another
+    object while it is kept (messages are immutable, so the size cannot go stale); at most
+    `max_entries` are kept, the oldest dropped first."""
+
+    def __init__(self, max_entries: int = 32768) -> None:
+        self._max_entries = max_entries
+        self._entries: dict[int, tuple[ChatMessage, int]] = {}
+
+    def __call__(self, message: ChatMessage) -> int:
+        """The message's `message_bytes`."""
+        entry = self._entries.get(id(message))
+        if entry is not None:
+            return entry[1]
+        size = message_bytes(message)
+        self._entries[id(message)] = (message, size)
+        if len(self._entries) > self._max_entries:
+            del self._entries[next(iter(self._entries))]
+        return size
+
+
+def trim_history(
+    messages: Sequence[ChatMessage],
+    max_messages: int,
+    max_bytes: int,
+    size: Callable[[ChatMessage], int] = message_bytes,
+) -> TrimResult:
+    """Drop the oldest messages until at most `max_messages` and `max_bytes` remain
+    (`size` gives a message's `message_bytes`, remembered or not)."""
+    sizes = [size(m) for m in messages]
     total = sum(sizes)
     start = 0
     while start < len(messages) and (len(messages) - start > max_messages or total > max_bytes):

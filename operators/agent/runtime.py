@@ -46,7 +46,7 @@ from streamagents.operators.agent.followups import (
     schedule,
     tool_spec,
 )
-from streamagents.operators.agent.memory import history_expired, trim_history
+from streamagents.operators.agent.memory import MessageSizes, history_expired, trim_history
 from streamagents.operators.agent.records import (
     ErrorInfo,
     InputError,
@@ -357,6 +357,7 @@ class AgentRuntime:
         self.tool_specs = tools.specs() + ([tool_spec(self.followups)] if self.followups else [])
         """What the model is told about its tools: the declared ones and the built-in one."""
         self._names = [spec.name for spec in self.tool_specs]
+        self._sizes = MessageSizes()
 
     @classmethod
     def from_config(cls, config: AgentConfig, model: ChatModel | None = None) -> AgentRuntime:
@@ -1078,7 +1079,7 @@ class AgentRuntime:
         )
         memory = self.config.memory
         trimmed = trim_history(
-            [*history, *run.data["messages"]], memory.max_messages, memory.max_bytes
+            [*history, *run.data["messages"]], memory.max_messages, memory.max_bytes, self._sizes
         )
         if trimmed.trimmed:
             run.emit(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from streamagents.operators.agent.memory import (
+    MessageSizes,
     history_expired,
     message_bytes,
     trim_history,
@@ -66,6 +67,21 @@ def test_media_refs_count_as_refs_not_bytes() -> None:
     }
     message = ChatMessage.user([{"kind": "image", "mime_type": "image/png", "ref": ref}])
     assert message_bytes(message) < 500
+
+
+def test_remembered_sizes_trim_as_computed_ones() -> None:
+    """A runtime trims with remembered sizes; across runs, and past the memo's bound (so
+    entries are dropped and computed again), every trim equals the computed one."""
+    sizes = MessageSizes(max_entries=6)
+    history: list[ChatMessage] = []
+    for n in range(12):
+        combined = [*history, *run_messages(n, size=5 * n)]
+        remembered = trim_history(combined, max_messages=9, max_bytes=900, size=sizes)
+        computed = trim_history(combined, max_messages=9, max_bytes=900)
+        assert remembered == computed
+        assert [sizes(m) for m in combined] == [message_bytes(m) for m in combined]
+        history = remembered.messages
+    assert remembered.trimmed
 
 
 def test_ttl() -> None:
