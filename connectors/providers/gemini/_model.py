@@ -7,12 +7,14 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import aiohttp
 import httpx2
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
 from streamagents.connectors.providers._adapter_base import ModelOptions, SDKChatModel
+from streamagents.connectors.providers._aiohttp_session import proxied_session
 from streamagents.connectors.providers._errors import MalformedResponse, ProviderError
 from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
 from streamagents.connectors.providers.gemini._context_cache import (
@@ -30,6 +32,11 @@ from streamagents.connectors.providers.gemini.wire import (
 from streamagents.serde.chat import ChatResponse
 
 __all__ = ["ContextCacheSettings", "GeminiChatModel", "GeminiOptions"]
+
+GEMINI_API_ENDPOINT = "https://generativelanguage.googleapis.com/"
+"""Where the SDK sends Gemini API requests when no base_url is given."""
+_READ_BUFSIZE = 1 << 22
+"""The read buffer google-genai gives the aiohttp sessions it makes (4 MiB)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -53,8 +60,11 @@ class GeminiOptions(ModelOptions):
     """Cache the system instruction, tools and agent documents on the server (None: off)."""
 
 
-def sdk_http_options(options: GeminiOptions) -> types.HttpOptions:
-    """The google-genai client's HTTP options: endpoint, timeout, one attempt, transport."""
+def sdk_http_options(
+    options: GeminiOptions, session: aiohttp.ClientSession | None = None
+) -> types.HttpOptions:
+    """The google-genai client's HTTP options: endpoint, timeout, one attempt, transport
+    (and the aiohttp session to send with, when given)."""
     return types.HttpOptions(
         base_url=options.base_url,
         api_version=options.api_version,
@@ -67,6 +77,7 @@ def sdk_http_options(options: GeminiOptions) -> types.HttpOptions:
         async_client_args={"transport": httpx2.AsyncHTTPTransport()}
         if options.transport == "httpx"
         else None,
+        aiohttp_client=session,
     )
 
 
@@ -99,17 +110,25 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
         return dataclasses.replace(options, api_key=key)
 
     def _new_client(self) -> genai.Client:
+        """A client for the running loop. On the Gemini API over aiohttp it sends with a
+        session of ours that looked up the environment's proxy once (`proxied_session`),
+        where the SDK's own would look it up in a worker thread for every call; Vertex AI
+        keeps the SDK's session, which carries its Google credentials."""
         options = self.options
-        http_options = sdk_http_options(options)
         if options.vertexai:
             return genai.Client(
                 vertexai=True,
                 api_key=options.api_key if not (options.project or options.location) else None,
                 project=options.project,
                 location=options.location,
-                http_options=http_options,
+                http_options=sdk_http_options(options),
             )
-        return genai.Client(api_key=options.api_key, http_options=http_options)
+        session = None
+        if options.transport == "aiohttp":
+            session = proxied_session(options.base_url or GEMINI_API_ENDPOINT, _READ_BUFSIZE)
+        return genai.Client(
+            api_key=options.api_key, http_options=sdk_http_options(options, session)
+        )
 
     def _to_request(
         self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
@@ -168,3 +187,6 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
 
     async def _close(self, client: genai.Client) -> None:
         await client.aio.aclose()
+        session = client.aio._api_client._http_options.aiohttp_client
+        if session is not None:  # ours: the SDK leaves a session it was given open
+            await session.close()
