@@ -108,7 +108,7 @@ def _resolved_part(part: TextPart | MediaPart, store: MediaStore | None) -> Text
 
 
 def _resolved(message: ChatMessage, store: MediaStore | None) -> ChatMessage:
-    if not message.has_media:
+    if not message.parts or not message.has_media:
         return message
     return message.model_copy(update={"parts": [_resolved_part(p, store) for p in message.parts]})
 
@@ -125,8 +125,10 @@ def prepare_messages(
     prepared = []
     for item in messages:
         message = _validated(item)
-        if message.role == "assistant" and any(
-            p.kind not in assistant_media for p in message.media
+        if (
+            message.parts
+            and message.role == "assistant"
+            and any(p.kind not in assistant_media for p in message.media)
         ):
             kinds = ", ".join(sorted({p.kind for p in message.media}))
             raise UnsupportedContent(

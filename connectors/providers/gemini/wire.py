@@ -336,7 +336,10 @@ def _user_parts(message: ChatMessage) -> list[dict[str, Any]]:
 
 
 def _model_parts(message: ChatMessage, synthetic: set[str]) -> list[dict[str, Any]]:
-    parts = [_text_part(p) for p in message.text_parts()]
+    if message.parts:
+        parts = [_text_part(p) for p in message.parts if isinstance(p, TextPart)]
+    else:  # plain content: one text part, which has no metadata to carry a signature
+        parts = [{"text": message.content}] if message.content else []
     for call in message.tool_calls:
         function_call: dict[str, Any] = {"name": call.name, "args": call.arguments}
         if call.id not in synthetic:
