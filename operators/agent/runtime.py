@@ -279,7 +279,7 @@ class _Run:
     def __init__(self, runtime: AgentRuntime, state: RunState, now_ms: int) -> None:
         self.runtime = runtime
         self.state = state
-        self.data: dict[str, Any] = dict(state)
+        self.data: dict[str, Any] = dict(state.__dict__)  # its fields (dict(state): 30x slower)
         self.data["messages"] = list(state.messages)
         self.now_ms = now_ms
         self.events: list[RunEvent] = []
