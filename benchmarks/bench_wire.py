@@ -17,7 +17,9 @@ machine than turns/s.
 
 Run: `python benchmarks/bench_wire.py` (quick: 400 inputs, a subset of cases, a few
 minutes); `--full` for 1000 inputs over 100 keys and every case; `--wires` and `--cases`
-pick a subset; `--cluster` runs the scale-out comparison instead (a standalone cluster of
+pick a subset; `--rounds N` runs them all N times (every other round in reverse order,
+so no case always comes first) and prints the medians, with the event log's cost at
+`standard` against `off`; `--cluster` runs the scale-out comparison instead (a standalone cluster of
 two one-slot TaskManagers, parallelism 1 against 2, CPU summed over the TaskManagers).
 """
 
@@ -30,6 +32,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -349,6 +352,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "this is paced by that backpressure rather than by the model",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every case and wire this many times, in reverse order every other round, "
+        "then print the median of each (with the event log's cost: standard against off)",
+    )
+    parser.add_argument(
         "--cluster",
         action="store_true",
         help="scale-out: submit to a standalone cluster of 2 TaskManagers (1 slot each) at "
@@ -381,9 +391,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         # loading, JIT), which made whichever case ran first look the most expensive.
         waiting = args.max_waiting_inputs
         measure(wires[0], cases[0], port, min(inputs, 200), args.keys, max_waiting_inputs=waiting)
-        for case in cases:
-            for wire in wires:
+        runs: dict[tuple[str, str], list[Figures]] = {}
+        for round_ in range(args.rounds):
+            grid = [(case, wire) for case in cases for wire in wires]
+            for case, wire in grid if round_ % 2 == 0 else reversed(grid):
                 f = measure(wire, case, port, inputs, args.keys, max_waiting_inputs=waiting)
+                runs.setdefault((case.name, wire), []).append(f)
                 limit = f"{f.limit:.0f}" if f.limit else "-"
                 server = (
                     f"{f.server_cpu_ms_per_request:.3f}" if f.server_cpu_ms_per_request else "-"
@@ -393,7 +406,24 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"{f.max_in_flight:5d} {limit:>6} {f.tm_cpu_ms_per_turn:15.2f} {server:>14}",
                     flush=True,
                 )
+    if args.rounds > 1:
+        print_medians(runs)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+def print_medians(runs: dict[tuple[str, str], list[Figures]]) -> None:
+    """The median turns/s and CPU per turn of each case and wire over the rounds, and what
+    the event log at `standard` costs against `off` where both ran."""
+    print(f"medians over {max(len(f) for f in runs.values())} rounds")
+    print(f"{'case':<22} {'wire':<17} {'turns/s':>8} {'TM cpu ms/turn':>15} {'log: turns/s':>13}")
+    for (name, wire), figures in runs.items():
+        rate = statistics.median(f.turns_per_s for f in figures)
+        cpu = statistics.median(f.tm_cpu_ms_per_turn for f in figures)
+        cost = ""
+        off = runs.get((name.replace("-standard", "-off"), wire))
+        if name.endswith("-standard") and off:
+            cost = f"{rate / statistics.median(f.turns_per_s for f in off) - 1:+.0%} vs off"
+        print(f"{name:<22} {wire:<17} {rate:8.1f} {cpu:15.2f} {cost:>13}")
 
 
 def scale_out(wires: Sequence[str], cases: Sequence[Case], inputs: int, keys: int) -> None:
