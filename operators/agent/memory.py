@@ -7,8 +7,7 @@ first (`MessageSizes` remembers each message's size, so a key's kept messages ar
 dumped to JSON again on every run). A history never starts in the middle of a run: after
 dropping, leading messages that are not user messages (an assistant's tool calls, tool
 results) are dropped too, so a provider never sees a tool result without the call it
-answers. `history_expired` says
-whether the history outlived its TTL.
+answers. `history_expired` says whether the history outlived its TTL.
 """
 
 from __future__ import annotations
@@ -55,12 +54,14 @@ class MessageSizes:
     run, so each is dumped to JSON once rather than on every run.
 
     An entry holds its message, so the `id()` it is found by cannot be reused by another
-    object while it is kept (messages are immutable, so the size cannot go stale); at most
-    `max_entries` are kept, the oldest dropped first."""
+    object while it is kept (messages are immutable, so the size cannot go stale). The
+    entries kept are bounded by the sizes they record, at most `max_bytes` together (a
+    few times that in memory), the oldest dropped first."""
 
-    def __init__(self, max_entries: int = 32768) -> None:
-        self._max_entries = max_entries
+    def __init__(self, max_bytes: int = 16 << 20) -> None:
+        self._max_bytes = max_bytes
         self._entries: dict[int, tuple[ChatMessage, int]] = {}
+        self._bytes = 0
 
     def __call__(self, message: ChatMessage) -> int:
         """The message's `message_bytes`."""
@@ -69,8 +70,9 @@ class MessageSizes:
             return entry[1]
         size = message_bytes(message)
         self._entries[id(message)] = (message, size)
-        if len(self._entries) > self._max_entries:
-            del self._entries[next(iter(self._entries))]
+        self._bytes += size
+        while self._bytes > self._max_bytes:
+            self._bytes -= self._entries.pop(next(iter(self._entries)))[1]
         return size
 
 

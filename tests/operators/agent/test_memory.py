@@ -72,7 +72,7 @@ def test_media_refs_count_as_refs_not_bytes() -> None:
 def test_remembered_sizes_trim_as_computed_ones() -> None:
     """A runtime trims with remembered sizes; across runs, and past the memo's bound (so
     entries are dropped and computed again), every trim equals the computed one."""
-    sizes = MessageSizes(max_entries=6)
+    sizes = MessageSizes(max_bytes=600)
     history: list[ChatMessage] = []
     for n in range(12):
         combined = [*history, *run_messages(n, size=5 * n)]
