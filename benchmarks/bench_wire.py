@@ -19,8 +19,9 @@ Run: `python benchmarks/bench_wire.py` (quick: 400 inputs, a subset of cases, a 
 minutes); `--full` for 1000 inputs over 100 keys and every case; `--wires` and `--cases`
 pick a subset; `--rounds N` runs them all N times (every other round in reverse order,
 so no case always comes first) and prints the medians, with the event log's cost at
-`standard` against `off`; `--cluster` runs the scale-out comparison instead (a standalone cluster of
-two one-slot TaskManagers, parallelism 1 against 2, CPU summed over the TaskManagers).
+`standard` against `off`; `--cluster` runs the scale-out comparison instead (a
+standalone cluster of two one-slot TaskManagers, parallelism 1 against 2, CPU summed
+over the TaskManagers).
 """
 
 from __future__ import annotations
