@@ -379,7 +379,16 @@ def test_a_restored_run_continues_its_trace_with_the_ids_of_its_event_log(
         held = continuations_checkpointed(tmp_path, stub, len(photos))
 
         def first_steps_sent() -> bool:  # each run's first model call and tool call
-            return held() and len(received_spans(collector, "operator-recovery")) >= 4
+            if not held() or len(received_spans(collector, "operator-recovery")) < 4:
+                return False
+            # A kill loses the log's last unflushed second (docs/eventlog.md): kill only
+            # once the events from before the checkpoint are flushed (both model calls'
+            # requests and the tool's response of each run).
+            events = read_events(log, typed=True, include_in_progress=True, damaged=[])
+            kinds = [e.event_type for e in events]
+            return kinds.count(EventType.CHAT_REQUEST) >= 2 * len(photos) and kinds.count(
+                EventType.TOOL_RESPONSE
+            ) >= len(photos)
 
         run_until(job_command("run", tmp_path, stub, *options), first_steps_sent)
         checkpoint = latest_checkpoint(tmp_path)
