@@ -57,6 +57,7 @@ def model_spec(entry: ModelEntry, demo_url: str | None = None) -> ModelSpec:
             model=entry.model,
             options=dict(entry.options),
             generation=dict(entry.generation),
+            sdk_process=entry.sdk_process,
         )
     if demo_url is None:
         raise ValueError("a demo model needs its stub server running (demo_url is missing)")
@@ -65,4 +66,5 @@ def model_spec(entry: ModelEntry, demo_url: str | None = None) -> ModelSpec:
         model=entry.model,
         options={"api_key": DEMO_API_KEY, "base_url": demo_url, **entry.options},
         generation=dict(entry.generation),
+        sdk_process=entry.sdk_process,
     )

@@ -193,6 +193,11 @@ class ModelEntry(_SpecModel):
     generation: dict[str, Any] = Field(
         default_factory=dict, description="Generation options: temperature, ..."
     )
+    sdk_process: bool = Field(
+        default=True,
+        description="Run the SDK's requests in a worker process of its own, not under the "
+        "TaskManager's GIL.",
+    )
     responder: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",

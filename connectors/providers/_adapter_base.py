@@ -96,6 +96,9 @@ class ChatModel(ABC):
 
         return asyncio.run(once())
 
+    def prepare(self) -> None:  # noqa: B027 - optional hook, default does nothing
+        """Start what the first call would otherwise wait for (a worker process)."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, default does nothing
         """Release the SDK client's connections."""
 

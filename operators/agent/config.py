@@ -80,6 +80,11 @@ class ModelSpec(BaseModel):
         default_factory=dict,
         description="Per-request generation options passed to achat (temperature, ...).",
     )
+    sdk_process: bool = Field(
+        default=True,
+        description="Run the SDK's requests in a worker process of their own (its own "
+        "interpreter and GIL), not in the TaskManager's Python (see `SdkProcessModel`).",
+    )
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # Options hold API keys and auth headers: repr/str hide their values (see

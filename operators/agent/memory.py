@@ -3,11 +3,11 @@
 Sensory memory is the current run's messages (`RunState.messages`); when a run ends they are
 appended to the key's short-term history, which `trim_history` then bounds by message count
 and by bytes (the JSON size of the messages, media counted as refs), dropping the oldest
-first (`MessageSizes` remembers each message's size, so a key's kept messages are not
-dumped to JSON again on every run). A history never starts in the middle of a run: after
-dropping, leading messages that are not user messages (an assistant's tool calls, tool
-results) are dropped too, so a provider never sees a tool result without the call it
-answers. `history_expired` says whether the history outlived its TTL.
+first (the runtime's `serde.message_json.MessageJson` remembers each message's size, so
+a key's kept messages are not dumped to JSON again on every run). A history never starts in
+the middle of a run: after dropping, leading messages that are not user messages (an
+assistant's tool calls, tool results) are dropped too, so a provider never sees a tool
+result without the call it answers. `history_expired` says whether the history outlived its TTL.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from streamagents.serde.messages import ChatMessage
 
 __all__ = [
-    "MessageSizes",
     "TrimResult",
     "history_expired",
     "message_bytes",
@@ -46,34 +45,6 @@ class TrimResult(BaseModel):
 def message_bytes(message: ChatMessage) -> int:
     """The size a message takes in memory accounting: its JSON form in UTF-8 bytes."""
     return len(message.model_dump_json().encode())
-
-
-class MessageSizes:
-    """`message_bytes` of the messages seen lately, remembered by message, for the
-    runtime's memory accounting: a key's history is the same message objects run after
-    run, so each is dumped to JSON once rather than on every run.
-
-    An entry holds its message, so the `id()` it is found by cannot be reused by another
-    object while it is kept (messages are immutable, so the size cannot go stale). The
-    entries kept are bounded by the sizes they record, at most `max_bytes` together (a
-    few times that in memory), the oldest dropped first."""
-
-    def __init__(self, max_bytes: int = 16 << 20) -> None:
-        self._max_bytes = max_bytes
-        self._entries: dict[int, tuple[ChatMessage, int]] = {}
-        self._bytes = 0
-
-    def __call__(self, message: ChatMessage) -> int:
-        """The message's `message_bytes`."""
-        entry = self._entries.get(id(message))
-        if entry is not None:
-            return entry[1]
-        size = message_bytes(message)
-        self._entries[id(message)] = (message, size)
-        self._bytes += size
-        while self._bytes > self._max_bytes:
-            self._bytes -= self._entries.pop(next(iter(self._entries)))[1]
-        return size
 
 
 def trim_history(

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from streamagents.connectors.media import MediaStore, has_inline_media_above
 from streamagents.connectors.providers import ChatModel, ProviderError, create_model
 from streamagents.connectors.providers.gemini import ContextCacheSettings
+from streamagents.connectors.providers.sdk_process import SdkProcessModel
 from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.operators.agent._run_events import event_id_for, make_event
 from streamagents.operators.agent.approvals import ApprovalDecision, PendingApproval
@@ -46,7 +47,7 @@ from streamagents.operators.agent.followups import (
     schedule,
     tool_spec,
 )
-from streamagents.operators.agent.memory import MessageSizes, history_expired, trim_history
+from streamagents.operators.agent.memory import history_expired, trim_history
 from streamagents.operators.agent.records import (
     ErrorInfo,
     InputError,
@@ -57,6 +58,7 @@ from streamagents.operators.agent.records import (
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool
 from streamagents.serde.chat import ChatResponse, RetryAttempt, retry_facts
 from streamagents.serde.events import RunEvent
+from streamagents.serde.message_json import MessageJson
 from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
 from streamagents.serde.safe_text import clip
 
@@ -335,7 +337,12 @@ class AgentRuntime:
     """Runs agents: turns inputs into model and tool calls, budgets, memory, events, outputs."""
 
     def __init__(
-        self, config: AgentConfig, model: ChatModel, tools: ToolRegistry, store: MediaStore
+        self,
+        config: AgentConfig,
+        model: ChatModel,
+        tools: ToolRegistry,
+        store: MediaStore,
+        message_json: MessageJson | None = None,
     ) -> None:
         self.config = config
         self.model = model
@@ -357,7 +364,8 @@ class AgentRuntime:
         self.tool_specs = tools.specs() + ([tool_spec(self.followups)] if self.followups else [])
         """What the model is told about its tools: the declared ones and the built-in one."""
         self._names = [spec.name for spec in self.tool_specs]
-        self._sizes = MessageSizes()
+        self.message_json = message_json or MessageJson()
+        """Each message's JSON text, remembered: memory accounting, the SDK worker's requests."""
 
     @classmethod
     def from_config(cls, config: AgentConfig, model: ChatModel | None = None) -> AgentRuntime:
@@ -374,15 +382,18 @@ class AgentRuntime:
                 min_tokens=cache.min_tokens,
                 display_name=f"streamagents {config.job_id}"[:128],
             )
+        message_json = MessageJson()
         if model is None:
             model = create_model(spec.provider, spec.model, media_store=store, **options)
+            if spec.sdk_process:
+                model = SdkProcessModel(model, message_json)
         tools = ToolRegistry(
             [_declared_tool(entry) for entry in config.tools],
             timeout_s=config.tool_timeout_s,
             max_workers=config.max_in_flight,  # every run in flight may be in a sync tool
             max_result_bytes=config.max_tool_result_bytes,
         )
-        return cls(config, model, tools, store)
+        return cls(config, model, tools, store, message_json)
 
     def parse(self, raw: str) -> InputRecord:
         """Parse an input line with this agent's key field (raises `InputError`)."""
@@ -1079,7 +1090,10 @@ class AgentRuntime:
         )
         memory = self.config.memory
         trimmed = trim_history(
-            [*history, *run.data["messages"]], memory.max_messages, memory.max_bytes, self._sizes
+            [*history, *run.data["messages"]],
+            memory.max_messages,
+            memory.max_bytes,
+            self.message_json.size,
         )
         if trimmed.trimmed:
             run.emit(

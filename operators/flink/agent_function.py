@@ -208,6 +208,7 @@ class AgentFunction(KeyedProcessFunction):
         self._separate = self._config.while_parked == "separate_run"
         self._steps = ThreadPoolExecutor(1, thread_name_prefix="streamagents-steps")
         runtime = self._off_task(self._runtime_factory, self._config)
+        self._off_task(runtime.model.prepare)
         runtime.store = TaskThreadStore(runtime.store, self._steps)
         self._runtime = runtime
         self._loop = EngineLoop(self._config.max_in_flight).start()

@@ -209,14 +209,14 @@ def test_model_options_the_adapter_refuses_are_reported_with_their_line(tmp_path
 
 def test_a_spec_chooses_the_interactions_wire_with_its_store_options(tmp_path: Path) -> None:
     model = (
-        "{provider: gemini-interactions, model: gemini-3-pro, options: "
+        "{provider: gemini-interactions, model: gemini-3-pro, sdk_process: false, options: "
         '{api_key: "${GEMINI_API_KEY}", store: true, continue_stored: false, stream: true}}'
     )
     text = MINIMAL.replace(MINIMAL.splitlines()[5].split(": ", 1)[1], model)
     loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
     check_runnable(loaded)
     runtime = AgentRuntime.from_config(agent_config(loaded, model_spec(loaded.model)))
-    assert isinstance(runtime.model, GeminiInteractionsModel)
+    assert isinstance(runtime.model, GeminiInteractionsModel)  # sdk_process: false, unwrapped
     assert (runtime.model.options.store, runtime.model.options.continue_stored) == (True, False)
     assert runtime.model.options.stream is True
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from streamagents.operators.agent.memory import (
-    MessageSizes,
-    history_expired,
-    message_bytes,
-    trim_history,
-)
+from streamagents.operators.agent.memory import history_expired, message_bytes, trim_history
+from streamagents.serde.message_json import MessageJson
 from streamagents.serde.messages import ChatMessage, ToolCall
 
 
@@ -71,15 +67,17 @@ def test_media_refs_count_as_refs_not_bytes() -> None:
 
 def test_remembered_sizes_trim_as_computed_ones() -> None:
     """A runtime trims with remembered sizes; across runs, and past the memo's bound (so
-    entries are dropped and computed again), every trim equals the computed one."""
-    sizes = MessageSizes(max_bytes=600)
+    entries are dropped and computed again), every trim equals the computed one, and every
+    remembered JSON is the message's."""
+    memo = MessageJson(max_bytes=600)
     history: list[ChatMessage] = []
     for n in range(12):
         combined = [*history, *run_messages(n, size=5 * n)]
-        remembered = trim_history(combined, max_messages=9, max_bytes=900, size=sizes)
+        remembered = trim_history(combined, max_messages=9, max_bytes=900, size=memo.size)
         computed = trim_history(combined, max_messages=9, max_bytes=900)
         assert remembered == computed
-        assert [sizes(m) for m in combined] == [message_bytes(m) for m in combined]
+        assert [memo.size(m) for m in combined] == [message_bytes(m) for m in combined]
+        assert [memo.data(m) for m in combined] == [m.model_dump_json().encode() for m in combined]
         history = remembered.messages
     assert remembered.trimmed
 

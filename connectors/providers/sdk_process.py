@@ -1,0 +1,237 @@
+"""`SdkProcessModel`: a chat model whose SDK requests run in a worker process of its own.
+
+In a TaskManager every Python function shares one interpreter and one GIL, and an
+official SDK's request path (building, sending and parsing over its HTTP client) is most
+of a turn's Python time. Wrapped in this model, the adapter (the same `ChatModel`, pickled)
+runs in `sdk_worker`, a child process with its own interpreter; the caller's side of a call
+is one frame out (the messages' JSON, each dumped once, see `MessageJson`) and one frame
+back (the `ChatResponse` JSON); the worker parses each distinct message once too. Errors
+come back as the same classes with the same facts (`_worker_frames`), so runs, retries and
+dead letters read as they do in-process.
+
+The worker starts at `prepare()` or the first call, and is attached to the event loop of
+the first call. When it dies, the calls
+it had are sent once more to a new worker; a call whose second worker died too fails with
+`ConnectionFailed`. The worker exits when this model is closed or its process dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import pickle
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from streamagents.connectors.providers._adapter_base import ChatModel
+from streamagents.connectors.providers._errors import ConnectionFailed
+from streamagents.connectors.providers._worker_frames import (
+    CANCEL,
+    REQUEST,
+    RESPONSE,
+    SETUP,
+    blobs,
+    error_from_json,
+    frame,
+    read_frame,
+)
+from streamagents.serde.chat import ChatResponse, ToolSpec
+from streamagents.serde.message_json import MessageJson
+from streamagents.serde.messages import ChatMessage
+
+__all__ = ["SdkProcessModel", "WorkerExited"]
+
+_LOG = logging.getLogger(__name__)
+_CLOSE_WAIT_S = 5.0
+
+
+class WorkerExited(Exception):
+    """The worker process ended while a call was in it."""
+
+
+class _Worker:
+    """One worker process and the calls waiting for its answers; its pipes are attached to
+    an event loop at the first call (`attach`)."""
+
+    def __init__(self, python: str, setup: bytes) -> None:
+        self.process = subprocess.Popen(
+            [python, "-m", "streamagents.connectors.providers.sdk_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self.process.stdin is not None
+        self.process.stdin.write(frame(SETUP, 0, setup))
+        self.process.stdin.flush()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.pending: dict[int, asyncio.Future[tuple[bytes, bytes]]] = {}
+        self.exited: str | None = None
+        self.attaching: asyncio.Future[None] | None = None
+        self._next_id = 0
+
+    async def attach(self) -> None:
+        """Read and write the worker's pipes on the running loop."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), self.process.stdout
+        )
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, self.process.stdin
+        )
+        self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        self._reader = asyncio.create_task(self._read(reader))
+        self.loop = loop
+
+    def send(self, kind: bytes, call_id: int, payload: bytes = b"") -> None:
+        self._writer.write(frame(kind, call_id, payload))
+
+    async def call(self, body: bytes) -> tuple[bytes, bytes]:
+        """Send a request and wait for its (kind, payload) answer."""
+        if self.exited is not None:
+            raise WorkerExited(self.exited)
+        assert self.loop is not None
+        self._next_id += 1
+        call_id = self._next_id
+        answer = self.loop.create_future()
+        self.pending[call_id] = answer
+        try:
+            self.send(REQUEST, call_id, body)
+            return await answer
+        except asyncio.CancelledError:
+            if self.pending.pop(call_id, None) is not None and self.exited is None:
+                self.send(CANCEL, call_id)
+            raise
+        finally:
+            self.pending.pop(call_id, None)
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                kind, call_id, payload = await read_frame(reader)
+                answer = self.pending.pop(call_id, None)
+                if answer is not None and not answer.done():
+                    answer.set_result((kind, payload))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        code = await asyncio.to_thread(self.process.wait)
+        self.exited = f"the SDK worker process exited with code {code}"
+        for answer in self.pending.values():
+            if not answer.done():
+                answer.set_exception(WorkerExited(self.exited))
+        self.pending.clear()
+
+    async def close(self) -> None:
+        """End the worker: its stdin closes, it finishes, else it is killed."""
+        self._writer.close()
+        try:
+            await asyncio.to_thread(self.process.wait, _CLOSE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        await asyncio.gather(self._reader, return_exceptions=True)  # cancelled by a loop's stop
+
+    def kill(self) -> None:
+        """Kill the process and wait for it (a worker never attached, or of a loop gone)."""
+        self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+class SdkProcessModel(ChatModel):
+    """Runs `model`'s calls in an SDK worker process (see the module docstring).
+
+    `message_json` remembers each message's JSON text (share the runtime's, so a message is
+    dumped once for memory accounting and requests); `python` is the worker's interpreter
+    (default: this one's)."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        message_json: MessageJson | None = None,
+        python: str | None = None,
+    ) -> None:
+        self.model = model
+        self.provider = model.provider
+        self._setup = pickle.dumps(model)
+        self._json = message_json or MessageJson()
+        self._python = python or sys.executable
+        self._worker: _Worker | None = None
+        self._tools: tuple[Sequence[ToolSpec], bytes] | None = None
+
+    def __repr__(self) -> str:
+        return f"SdkProcessModel({self.model!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the model only; a worker belongs to the process that started it."""
+        return {"model": self.model, "_json": MessageJson(), "_python": self._python}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["model"], state["_json"], state["_python"])  # type: ignore[misc]
+
+    async def achat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        **options: Any,
+    ) -> ChatResponse:
+        """Send the call to the worker (a new one if it died with the call) and return its
+        answer, or raise the error it raised."""
+        body = self._body(messages, tools, options)
+        for attempt in (1, 2):
+            worker = await self._running()
+            try:
+                kind, payload = await worker.call(body)
+            except WorkerExited as exited:
+                _LOG.warning("%s; a new one takes the call", exited)
+                if attempt == 2:
+                    raise ConnectionFailed(str(exited), provider=self.provider) from None
+                continue
+            if kind == RESPONSE:
+                return ChatResponse.model_validate_json(payload)
+            raise error_from_json(payload)
+        raise AssertionError("unreachable")
+
+    def _body(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], options: dict[str, Any]
+    ) -> bytes:
+        if self._tools is None or self._tools[0] is not tools:
+            self._tools = (tools, json.dumps([t.model_dump(mode="json") for t in tools]).encode())
+        items = [self._tools[1], json.dumps(options).encode()]
+        for message in messages:
+            if not isinstance(message, ChatMessage):
+                message = ChatMessage.model_validate(message)
+            items.append(self._json.data(message))
+        return blobs(items)
+
+    def prepare(self) -> None:
+        """Start the worker now rather than at the first call (it imports the SDKs: about
+        a second)."""
+        if self._worker is None or self._worker.exited is not None:
+            self._worker = _Worker(self._python, self._setup)
+
+    async def _running(self) -> _Worker:
+        """The worker, started if there is none or it exited, attached to this loop."""
+        worker = self._worker
+        if worker is not None and worker.loop not in (None, asyncio.get_running_loop()):
+            worker.kill()  # attached to a loop that is gone (an earlier blocking `chat`)
+            worker = None
+        if worker is None or worker.exited is not None:
+            worker = self._worker = _Worker(self._python, self._setup)
+        if worker.attaching is None:
+            worker.attaching = asyncio.ensure_future(worker.attach())
+        await asyncio.shield(worker.attaching)
+        return worker
+
+    async def aclose(self) -> None:
+        """Stop the worker (its calls still running are dropped)."""
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        if worker.loop is asyncio.get_running_loop():
+            await worker.close()
+        else:
+            worker.kill()
