@@ -55,7 +55,9 @@ from streamagents.operators.agent import AgentConfig, AgentRuntime
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
 from streamagents.serde.messages import ChatMessage, ToolCall
 
-WIRES = ("gemini", "openai", "openai-responses", "double")
+SDK_WIRES = ("gemini", "openai", "openai-responses")
+WIRES = (*SDK_WIRES, *(f"{wire}+worker" for wire in SDK_WIRES), "double")
+"""`+worker`: the same wire with `sdk_process: true` (the SDK in a worker process)."""
 TOOL = "streamagents.jobs.examples.support_tools:lookup_order"
 
 
@@ -139,7 +141,11 @@ def server_call(port: int, path: str, body: dict[str, Any] | None = None) -> dic
 
 
 def _process_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """CPU seconds of a process (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -160,6 +166,11 @@ def taskmanager_pid() -> int:
     raise RuntimeError("no JVM child of this process found")
 
 
+def _descendants(pid: int) -> list[int]:
+    children = _children(pid)
+    return children + [d for child in children for d in _descendants(child)]
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -173,18 +184,25 @@ def _children(pid: int) -> list[int]:
 
 
 class CpuSampler:
-    """Samples the CPU seconds of processes (summed) every 20 ms, to read them back at any
-    wall time."""
+    """Samples the CPU seconds of processes (summed), and of their descendants (the SDK
+    workers a TaskManager starts), every 20 ms, to read them back at any wall time."""
 
     def __init__(self, pids: Sequence[int]) -> None:
         self.pids = pids
-        self.samples: list[tuple[float, float]] = []
+        self.samples: list[tuple[float, float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        workers: list[int] = []
+        rescan = 0.0
         while not self._stop.wait(0.02):
-            self.samples.append((time.time(), sum(_process_cpu_s(pid) for pid in self.pids)))
+            now = time.time()
+            if now >= rescan:  # workers start with the job: look for them twice a second
+                workers = [c for pid in self.pids for c in _descendants(pid)]
+                rescan = now + 0.5
+            own = sum(_process_cpu_s(pid) for pid in self.pids)
+            self.samples.append((now, own, sum(_process_cpu_s(pid) for pid in workers)))
 
     def __enter__(self) -> CpuSampler:
         self._thread.start()
@@ -194,14 +212,15 @@ class CpuSampler:
         self._stop.set()
         self._thread.join()
 
-    def at(self, when: float) -> float:
-        """CPU seconds at wall time `when` (linear between the samples around it)."""
+    def at(self, when: float, column: int = 1) -> float:
+        """CPU seconds at wall time `when` (linear between the samples around it): of the
+        processes (column 1) or of their descendants (column 2)."""
         before = max((s for s in self.samples if s[0] <= when), default=self.samples[0])
         after = min((s for s in self.samples if s[0] >= when), default=self.samples[-1])
         if after[0] == before[0]:
-            return before[1]
+            return before[column]
         share = (when - before[0]) / (after[0] - before[0])
-        return before[1] + share * (after[1] - before[1])
+        return before[column] + share * (after[column] - before[column])
 
 
 def write_spec(
@@ -220,7 +239,7 @@ def write_spec(
         for i in range(inputs):
             text = f"where is order O-5521? ({i})" if case.tools else f"hi {i}"
             out.write(json.dumps({"id": f"i{i}", "key": f"k{i % keys}", "text": text}) + "\n")
-    provider = "gemini" if wire == "double" else wire
+    provider = "gemini" if wire == "double" else wire.removesuffix("+worker")
     base = f"http://127.0.0.1:{port}" + ("" if provider == "gemini" else "/v1")
     spec = {
         "name": "bench-wire",
@@ -231,6 +250,7 @@ def write_spec(
                 "provider": provider,
                 "model": "bench",
                 "options": {"api_key": "bench-placeholder", "base_url": base},
+                "sdk_process": wire.endswith("+worker"),
             },
             "tools": [TOOL] if case.tools else [],
             "max_in_flight": 128,
@@ -280,6 +300,7 @@ class Figures:
     max_in_flight: int
     limit: float | None
     tm_cpu_ms_per_turn: float
+    worker_cpu_ms_per_turn: float
     server_cpu_ms_per_request: float | None
 
 
@@ -324,6 +345,7 @@ def measure(
     window = stats["last"] - stats["first"]
     turns = inputs - 1 / calls_per_turn  # the window opens at the first call, not before it
     tm_cpu = cpu.at(stats["last"]) - cpu.at(stats["first"])
+    worker_cpu = cpu.at(stats["last"], 2) - cpu.at(stats["first"], 2)
     limit = 128 / (case.latency_ms / 1000) / calls_per_turn if case.latency_ms else None
     return Figures(
         turns_per_s=turns / window,
@@ -331,6 +353,7 @@ def measure(
         max_in_flight=stats["max_in_flight"],
         limit=limit,
         tm_cpu_ms_per_turn=tm_cpu * 1000 / turns,
+        worker_cpu_ms_per_turn=worker_cpu * 1000 / turns,
         server_cpu_ms_per_request=None
         if wire == "double"
         else stats["cpu_s"] * 1000 / stats["requests"],
@@ -380,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(
         f"{'case':<22} {'wire':<17} {'turns/s':>8} {'in flight':>10} {'peak':>5} "
-        f"{'limit':>6} {'TM cpu ms/turn':>15} {'server ms/req':>14}"
+        f"{'limit':>6} {'TM cpu ms/turn':>15} {'worker ms/turn':>15} {'server ms/req':>14}"
     )
     from pyflink.java_gateway import get_gateway
 
@@ -404,7 +427,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
                 print(
                     f"{case.name:<22} {wire:<17} {f.turns_per_s:8.1f} {f.mean_in_flight:10.1f} "
-                    f"{f.max_in_flight:5d} {limit:>6} {f.tm_cpu_ms_per_turn:15.2f} {server:>14}",
+                    f"{f.max_in_flight:5d} {limit:>6} {f.tm_cpu_ms_per_turn:15.2f} "
+                    f"{f.worker_cpu_ms_per_turn:15.2f} {server:>14}",
                     flush=True,
                 )
     if args.rounds > 1:
