@@ -2,8 +2,9 @@
 
 A frame is a 13-byte header (payload length + 9, one kind byte, a call id) and a payload.
 Kinds: `S` setup (the pickled chat model, first frame), `Q` a request (`blobs`: the tools'
-JSON, the options' JSON, then each message's JSON), `C` cancel a request; back: `R` a
-response (`ChatResponse` JSON), `E` the error a request raised (`error_json`). Errors keep
+JSON, the options' JSON, then each message's JSON), `C` cancel a request; back: `K` ready (the
+model is loaded), `R` a response (`ChatResponse` JSON), `E` the error a request raised
+(`error_json`; call id 0: the model could not be loaded). Errors keep
 their class name and, for a `ProviderError`, its facts, so the run records the same error
 it would in-process.
 """
@@ -21,6 +22,8 @@ from streamagents.serde.chat import RetryAttempt
 __all__ = [
     "CANCEL",
     "ERROR",
+    "HEADER_SIZE",
+    "READY",
     "REQUEST",
     "RESPONSE",
     "SETUP",
@@ -29,13 +32,21 @@ __all__ = [
     "error_from_json",
     "error_json",
     "frame",
+    "parse_header",
     "read_frame",
     "split_blobs",
 ]
 
-SETUP, REQUEST, CANCEL, RESPONSE, ERROR = b"S", b"Q", b"C", b"R", b"E"
+SETUP, READY, REQUEST, CANCEL, RESPONSE, ERROR = b"S", b"K", b"Q", b"C", b"R", b"E"
 _HEADER = struct.Struct("!IcQ")
 _LENGTH = struct.Struct("!I")
+HEADER_SIZE = _HEADER.size
+
+
+def parse_header(header: bytes) -> tuple[int, bytes, int]:
+    """(payload length, kind, call id) of a frame's header."""
+    length, kind, call_id = _HEADER.unpack(header)
+    return length - 9, kind, call_id
 
 
 def frame(kind: bytes, call_id: int, payload: bytes = b"") -> bytes:

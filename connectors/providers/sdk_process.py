@@ -21,8 +21,10 @@ import asyncio
 import json
 import logging
 import pickle
+import select
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,12 +32,15 @@ from streamagents.connectors.providers._adapter_base import ChatModel
 from streamagents.connectors.providers._errors import ConnectionFailed
 from streamagents.connectors.providers._worker_frames import (
     CANCEL,
+    ERROR,
+    HEADER_SIZE,
     REQUEST,
     RESPONSE,
     SETUP,
     blobs,
     error_from_json,
     frame,
+    parse_header,
     read_frame,
 )
 from streamagents.serde.chat import ChatResponse, ToolSpec
@@ -46,6 +51,7 @@ __all__ = ["SdkProcessModel", "WorkerExited"]
 
 _LOG = logging.getLogger(__name__)
 _CLOSE_WAIT_S = 5.0
+_READY_WAIT_S = 120.0
 
 
 class WorkerExited(Exception):
@@ -61,15 +67,50 @@ class _Worker:
             [python, "-m", "streamagents.connectors.providers.sdk_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            bufsize=0,  # unbuffered: `wait_ready` reads no further than the ready frame
         )
         assert self.process.stdin is not None
         self.process.stdin.write(frame(SETUP, 0, setup))
-        self.process.stdin.flush()
+        self.ready = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.pending: dict[int, asyncio.Future[tuple[bytes, bytes]]] = {}
         self.exited: str | None = None
         self.attaching: asyncio.Future[None] | None = None
         self._next_id = 0
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Block until the worker has loaded its model (reading its ready frame before the
+        pipes are attached to a loop); raise what it failed with, or say it exited. After
+        `timeout_s` it goes on: the first calls then wait for the worker."""
+        if self.ready or self.loop is not None:
+            return
+        deadline = time.monotonic() + timeout_s
+        header = self._read_exactly(HEADER_SIZE, deadline)
+        if header is not None:
+            length, kind, _ = parse_header(header)
+            payload = self._read_exactly(length, deadline)
+            if kind == ERROR and payload is not None:
+                raise error_from_json(payload)
+        if header is None or payload is None:
+            _LOG.warning("the SDK worker is not ready after %.0f s; going on", timeout_s)
+        self.ready = True  # a ready frame that comes later goes to the reader, which skips it
+
+    def _read_exactly(self, size: int, deadline: float) -> bytes | None:
+        """`size` bytes of the worker's stdout, read before it is attached to a loop; None
+        at the deadline."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        data = b""
+        while len(data) < size:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([stdout], [], [], left)[0]:
+                return None
+            chunk = stdout.read(size - len(data))
+            if not chunk:
+                code = self.process.wait()
+                raise WorkerExited(f"the SDK worker process exited with code {code} at start")
+            data += chunk
+        return data
 
     async def attach(self) -> None:
         """Read and write the worker's pipes on the running loop."""
@@ -208,10 +249,12 @@ class SdkProcessModel(ChatModel):
         return blobs(items)
 
     def prepare(self) -> None:
-        """Start the worker now rather than at the first call (it imports the SDKs: about
-        a second)."""
+        """Start the worker now and wait until it has loaded the model (it imports the
+        SDKs: one to a few seconds), so no call waits for it and no run's time is spent
+        on it; raise what loading failed with (a module missing, say)."""
         if self._worker is None or self._worker.exited is not None:
             self._worker = _Worker(self._python, self._setup)
+        self._worker.wait_ready(_READY_WAIT_S)
 
     async def _running(self) -> _Worker:
         """The worker, started if there is none or it exited, attached to this loop."""

@@ -4,8 +4,9 @@ started it, under an interpreter (and a GIL) of its own.
 Started as `python -m streamagents.connectors.providers.sdk_worker`; frames (see
 `_worker_frames`) come on stdin and go back on the original stdout, which is then pointed
 at stderr so nothing a library prints can corrupt them. The first frame is the pickled
-model; each request runs as a task of its own, many at once. The worker exits when its
-stdin ends: its client closed it, or the client's process died.
+model, answered by a ready frame once it is loaded; each request runs as a task of its
+own, many at once. The worker exits when its stdin ends: its client closed it, or the
+client's process died.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from streamagents.connectors.providers._adapter_base import ChatModel
 from streamagents.connectors.providers._worker_frames import (
     CANCEL,
     ERROR,
+    READY,
     REQUEST,
     RESPONSE,
     SETUP,
@@ -108,7 +110,14 @@ async def serve(frames_out: int) -> None:
     kind, _, payload = await read_frame(reader)
     if kind != SETUP:
         raise SystemExit(f"sdk_worker: expected the setup frame first, got {kind!r}")
-    worker = _Worker(pickle.loads(payload), writer)
+    try:
+        model = pickle.loads(payload)
+    except Exception as error:  # a module missing here, a version mismatch: say so and end
+        writer.write(frame(ERROR, 0, error_json(error)))
+        await writer.drain()
+        raise SystemExit(1) from None
+    writer.write(frame(READY, 0))
+    worker = _Worker(model, writer)
     try:
         while True:
             try:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from streamagents.connectors.providers import PROVIDERS, GeminiInteractionsModel
+from streamagents.connectors.providers.sdk_process import SdkProcessModel
 from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.graph import agent_config, flink_configuration
@@ -209,16 +210,18 @@ def test_model_options_the_adapter_refuses_are_reported_with_their_line(tmp_path
 
 def test_a_spec_chooses_the_interactions_wire_with_its_store_options(tmp_path: Path) -> None:
     model = (
-        "{provider: gemini-interactions, model: gemini-3-pro, sdk_process: false, options: "
+        "{provider: gemini-interactions, model: gemini-3-pro, sdk_process: true, options: "
         '{api_key: "${GEMINI_API_KEY}", store: true, continue_stored: false, stream: true}}'
     )
     text = MINIMAL.replace(MINIMAL.splitlines()[5].split(": ", 1)[1], model)
     loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
     check_runnable(loaded)
     runtime = AgentRuntime.from_config(agent_config(loaded, model_spec(loaded.model)))
-    assert isinstance(runtime.model, GeminiInteractionsModel)  # sdk_process: false, unwrapped
-    assert (runtime.model.options.store, runtime.model.options.continue_stored) == (True, False)
-    assert runtime.model.options.stream is True
+    assert isinstance(runtime.model, SdkProcessModel)  # sdk_process: true
+    adapter = runtime.model.model
+    assert isinstance(adapter, GeminiInteractionsModel)
+    assert (adapter.options.store, adapter.options.continue_stored) == (True, False)
+    assert adapter.options.stream is True
 
 
 def test_the_tool_result_limit_reaches_the_agents_tools(tmp_path: Path) -> None:

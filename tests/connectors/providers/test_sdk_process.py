@@ -269,3 +269,23 @@ def test_a_prepared_worker_takes_the_first_call(stub: LoopbackStubServer) -> Non
             await model.aclose()
 
     assert asyncio.run(scenario()) == prepared
+
+
+def test_a_model_the_worker_cannot_load_fails_prepare_naming_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's class lives in a module only this process can import: `prepare` (the
+    operator's `open`) raises the worker's error instead of leaving calls to fail later."""
+    (tmp_path / "only_here.py").write_text(
+        "from streamagents.connectors.providers import ChatModel\n"
+        "class LocalModel(ChatModel):\n"
+        "    async def achat(self, messages, tools=(), **options):\n"
+        "        raise NotImplementedError\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from only_here import LocalModel  # type: ignore[import-not-found]
+
+    model = SdkProcessModel(LocalModel())
+    with pytest.raises(Exception, match="No module named 'only_here'") as raised:
+        model.prepare()
+    assert type(raised.value).__name__ == "ModuleNotFoundError"

@@ -12,7 +12,6 @@ from runtime_tools import PNG
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.connectors.providers import GeminiChatModel
-from streamagents.connectors.providers.sdk_process import SdkProcessModel
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.agent.runtime import AgentRuntime
 
@@ -55,10 +54,8 @@ def test_from_config_builds_the_gemini_adapter_with_the_store_and_tools(
     stub: LoopbackStubServer, tmp_path: Path
 ) -> None:
     runtime = AgentRuntime.from_config(gemini_config(stub, tmp_path))
-    assert isinstance(runtime.model, SdkProcessModel)  # by default the SDK runs in a worker
-    adapter = runtime.model.model
-    assert isinstance(adapter, GeminiChatModel)
-    assert adapter.media_store is runtime.store
+    assert isinstance(runtime.model, GeminiChatModel)
+    assert runtime.model.media_store is runtime.store
     assert runtime.tools.names == ["camera"]
 
 

@@ -14,7 +14,6 @@ from runtime_tools import PNG
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.connectors.providers import GeminiInteractionsModel
-from streamagents.connectors.providers.sdk_process import SdkProcessModel
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.agent.runtime import AgentRuntime, RunState
 
@@ -64,8 +63,7 @@ def test_a_tool_image_reaches_the_model_in_a_continued_function_result(
 ) -> None:
     stub.script(camera_call(), answer("A cat on a wall."))
     runtime = AgentRuntime.from_config(config(stub, tmp_path))
-    assert isinstance(runtime.model, SdkProcessModel)  # by default the SDK runs in a worker
-    assert isinstance(runtime.model.model, GeminiInteractionsModel)
+    assert isinstance(runtime.model, GeminiInteractionsModel)
     done = drive(runtime, INPUT)
 
     assert done.output["status"] == "ok" and done.output["text"] == "A cat on a wall."
