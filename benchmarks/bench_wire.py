@@ -402,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"parallelism 1, max_in_flight 128, max_waiting_inputs {args.max_waiting_inputs or 256}"
     )
     print(
-        f"{'case':<22} {'wire':<17} {'turns/s':>8} {'in flight':>10} {'peak':>5} "
+        f"{'case':<22} {'wire':<24} {'turns/s':>8} {'in flight':>10} {'peak':>5} "
         f"{'limit':>6} {'TM cpu ms/turn':>15} {'worker ms/turn':>15} {'server ms/req':>14}"
     )
     from pyflink.java_gateway import get_gateway
@@ -426,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"{f.server_cpu_ms_per_request:.3f}" if f.server_cpu_ms_per_request else "-"
                 )
                 print(
-                    f"{case.name:<22} {wire:<17} {f.turns_per_s:8.1f} {f.mean_in_flight:10.1f} "
+                    f"{case.name:<22} {wire:<24} {f.turns_per_s:8.1f} {f.mean_in_flight:10.1f} "
                     f"{f.max_in_flight:5d} {limit:>6} {f.tm_cpu_ms_per_turn:15.2f} "
                     f"{f.worker_cpu_ms_per_turn:15.2f} {server:>14}",
                     flush=True,
@@ -440,7 +440,7 @@ def print_medians(runs: dict[tuple[str, str], list[Figures]]) -> None:
     """The median turns/s and CPU per turn of each case and wire over the rounds, and what
     the event log at `standard` costs against `off` where both ran."""
     print(f"medians over {max(len(f) for f in runs.values())} rounds")
-    print(f"{'case':<22} {'wire':<17} {'turns/s':>8} {'TM cpu ms/turn':>15} {'log: turns/s':>13}")
+    print(f"{'case':<22} {'wire':<24} {'turns/s':>8} {'TM cpu ms/turn':>15} {'log: turns/s':>13}")
     for (name, wire), figures in runs.items():
         rate = statistics.median(f.turns_per_s for f in figures)
         cpu = statistics.median(f.tm_cpu_ms_per_turn for f in figures)
@@ -448,7 +448,7 @@ def print_medians(runs: dict[tuple[str, str], list[Figures]]) -> None:
         off = runs.get((name.replace("-standard", "-off"), wire))
         if name.endswith("-standard") and off:
             cost = f"{rate / statistics.median(f.turns_per_s for f in off) - 1:+.0%} vs off"
-        print(f"{name:<22} {wire:<17} {rate:8.1f} {cpu:15.2f} {cost:>13}")
+        print(f"{name:<22} {wire:<24} {rate:8.1f} {cpu:15.2f} {cost:>13}")
 
 
 def scale_out(wires: Sequence[str], cases: Sequence[Case], inputs: int, keys: int) -> None:
@@ -457,7 +457,7 @@ def scale_out(wires: Sequence[str], cases: Sequence[Case], inputs: int, keys: in
         f"standalone cluster, 2 TaskManagers x 1 slot; {inputs} inputs over {keys} keys; "
         f"load average {os.getloadavg()[0]:.2f}"
     )
-    print(f"{'case':<22} {'wire':<17} {'p':>2} {'turns/s':>8} {'TM cpu ms/turn':>15} {'x p=1':>6}")
+    print(f"{'case':<22} {'wire':<24} {'p':>2} {'turns/s':>8} {'TM cpu ms/turn':>15} {'x p=1':>6}")
     workdir = Path(tempfile.mkdtemp(prefix="bench-wire-cluster-"))
     try:
         with wire_server() as (port, _pid), StandaloneCluster(workdir, taskmanagers=2) as cluster:
@@ -471,7 +471,7 @@ def scale_out(wires: Sequence[str], cases: Sequence[Case], inputs: int, keys: in
                     two = measure(wire, case, port, inputs, keys, cluster, parallelism=2)
                     for p, f in ((1, one), (2, two)):
                         print(
-                            f"{case.name:<22} {wire:<17} {p:>2} {f.turns_per_s:8.1f} "
+                            f"{case.name:<22} {wire:<24} {p:>2} {f.turns_per_s:8.1f} "
                             f"{f.tm_cpu_ms_per_turn:15.2f} "
                             f"{f.turns_per_s / one.turns_per_s:6.2f}",
                             flush=True,
