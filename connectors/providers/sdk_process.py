@@ -84,16 +84,22 @@ class _Worker:
         `timeout_s` it goes on: the first calls then wait for the worker."""
         if self.ready or self.loop is not None:
             return
-        deadline = time.monotonic() + timeout_s
-        header = self._read_exactly(HEADER_SIZE, deadline)
-        if header is not None:
-            length, kind, _ = parse_header(header)
-            payload = self._read_exactly(length, deadline)
-            if kind == ERROR and payload is not None:
-                raise error_from_json(payload)
-        if header is None or payload is None:
+        first = self._first_frame(time.monotonic() + timeout_s)
+        if first is None:
             _LOG.warning("the SDK worker is not ready after %.0f s; going on", timeout_s)
+        elif first[0] == ERROR:
+            raise error_from_json(first[1])
         self.ready = True  # a ready frame that comes later goes to the reader, which skips it
+
+    def _first_frame(self, deadline: float) -> tuple[bytes, bytes] | None:
+        """The worker's first frame (kind, payload), read before it is attached to a loop;
+        None at the deadline."""
+        header = self._read_exactly(HEADER_SIZE, deadline)
+        if header is None:
+            return None
+        length, kind, _ = parse_header(header)
+        payload = self._read_exactly(length, deadline)
+        return None if payload is None else (kind, payload)
 
     def _read_exactly(self, size: int, deadline: float) -> bytes | None:
         """`size` bytes of the worker's stdout, read before it is attached to a loop; None
