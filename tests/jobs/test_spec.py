@@ -331,3 +331,12 @@ def test_builtin_tools_on_an_openai_provider_is_a_validate_error_naming_both(
     assert ":7: agent.builtin_tools: built-in server tools (google_search, url_context)" in message
     assert f"model provider '{provider}' has none" in message
     assert ":8: agent.context_cache: explicit context caching" in message
+
+
+def test_an_sdk_process_that_is_not_a_boolean_is_refused_naming_its_line(tmp_path: Path) -> None:
+    for value in ("maybe", "[true]", "{a: 1}", ".nan"):
+        text = MINIMAL.replace(
+            "model: gemini-2.5-flash,", f"model: gemini-2.5-flash, sdk_process: {value},"
+        )
+        message = problems(write(tmp_path, text))
+        assert ":6: agent.model.sdk_process:" in message, message
