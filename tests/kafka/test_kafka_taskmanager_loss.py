@@ -21,13 +21,12 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 from cli_jobs import CLI, demo_env
-from clusters import checkpoint_counts, restarting_cluster, restarts
+from clusters import cancel, checkpoint_counts, restarting_cluster, restarts
 from doubles import text_reply
 from kafka_broker import KafkaBroker
 from kafka_tools import committed_lag, kafka_sinks, kafka_source, produce, read_topic
@@ -94,11 +93,6 @@ def write_spec(folder: Path, broker: KafkaBroker, stub_url: str, topics: dict[st
     path = folder / "kafka_taskmanager_loss.yaml"  # JSON is YAML
     path.write_text(json.dumps(spec, indent=2))
     return path
-
-
-def cancel(address: str, job_id: str) -> None:
-    request = urllib.request.Request(f"http://{address}/jobs/{job_id}", method="PATCH")
-    urllib.request.urlopen(request, timeout=10).close()
 
 
 def test_killing_a_taskmanager_loses_and_duplicates_no_kafka_output(

@@ -2,14 +2,16 @@
 
 A standalone cluster (JobManager + 2 TaskManagers on 127.0.0.1, from the wheel's scripts)
 runs a spec submitted with `streamagents submit`: parallelism 2, a checkpoint every
-1.5 s, a fixed-delay restart strategy. Each input is a tool loop (the model asks for
-`lookup_order`, then answers) against a Gemini stub in this process whose replies take
-50-100 ms; some inputs carry an inline image above the offload threshold. When the model
-has answered about 20% and again about 60% of the inputs, one TaskManager process is
-killed with SIGKILL and a replacement is started. The job must still FINISH with exactly
-one committed output per input, no dead letters, every media ref resolvable in the store,
-no temporary files left there, and at least two restarts on record. The figures go to a
-JSON file.
+1.5 s, a fixed-delay restart strategy, a watched input folder (an unbounded input, so
+checkpoints go on until the last answer; a bounded one ends in a drain that takes none,
+and a kill then redoes every call since the source ended). Each input is a tool loop (the
+model asks for `lookup_order`, then answers) against a Gemini stub in this process whose
+replies take 50-100 ms; some inputs carry an inline image above the offload threshold.
+When the model has answered about 20% and again about 60% of the inputs, one TaskManager
+process is killed with SIGKILL and a replacement is started. Every input must end with
+exactly one committed output, no dead letters, every media ref resolvable in the store,
+no temporary files left there, at least two restarts on record and few calls made twice;
+then the job is cancelled. The figures go to a JSON file.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from backlog_scenario import submit
-from clusters import checkpoint_counts, restarts
+from clusters import cancel, checkpoint_counts, checkpoint_failures, restarts
 from doubles import calls_reply, text_reply
 from e2e_tools import image_bytes
 
@@ -114,7 +116,7 @@ def write_spec(folder: Path, stub_url: str) -> Path:
     (folder / "data" / "inputs.jsonl").write_text("".join(f"{line}\n" for line in input_lines()))
     spec = {
         "name": "taskmanager-loss",
-        "source": {"files": {"path": "data"}},
+        "source": {"files": {"path": "data", "watch_interval_s": 1}},
         "key": "customer.id",
         "agent": {
             "model": {
@@ -185,11 +187,12 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
         deadline = time.monotonic() + JOB_TIMEOUT_S
         first_commit_s: float | None = None
         restart_count = 0  # sampled while the job runs: a finished job's metrics can be gone
-        state = job_state(address, job_id)
-        while state != "FINISHED":
-            assert state not in ("FAILED", "CANCELED"), f"job ended {state}"
-            assert time.monotonic() < deadline, f"job not finished in {JOB_TIMEOUT_S}s: {state}"
-            committed = len(read_jsonl(answers)) if answers.exists() else 0
+        committed = 0
+        while committed < INPUTS:
+            state = job_state(address, job_id)
+            assert state not in ("FAILED", "CANCELED", "FINISHED"), f"job ended {state}"
+            assert time.monotonic() < deadline, f"{committed} answers in {JOB_TIMEOUT_S}s"
+            committed = len({r["id"] for r in read_jsonl(answers)}) if answers.exists() else 0
             if first_commit_s is None and committed:
                 first_commit_s = round(time.monotonic() - started, 1)
             answered = len(model.answered)
@@ -203,15 +206,16 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
                         "model_calls_so_far": sum(model.calls.values()),
                         "committed_outputs": committed,
                         "checkpoints": checkpoint_counts(address, job_id),
+                        "checkpoint_failures": checkpoint_failures(address, job_id),
                     }
                 )
                 cluster.add_taskmanager()
             time.sleep(0.5)
             restart_count = max(restart_count, restarts(address, job_id))
-            state = job_state(address, job_id)
-        restart_count = max(restart_count, restarts(address, job_id))
         exceptions = rest_call(address, f"/jobs/{job_id}/exceptions", timeout_s=10)
         checkpoints = checkpoint_counts(address, job_id)
+        failures = checkpoint_failures(address, job_id)
+        cancel(address, job_id)
 
     outputs = read_jsonl(answers)
     per_id = Counter(record["id"] for record in outputs)
@@ -238,6 +242,7 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
         "kills": kills,
         "restarts": restart_count,
         "checkpoints": checkpoints,
+        "checkpoint_failures": failures,
         "first_commit_at_s": first_commit_s,
         "exception_history_entries": len(exceptions.get("exceptionHistory", {}).get("entries", [])),
         "committed_outputs": len(outputs),

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 from streamagents.jobs.cluster import StandaloneCluster, rest_call
 
-__all__ = ["checkpoint_counts", "restarting_cluster", "restarts"]
+__all__ = ["cancel", "checkpoint_counts", "checkpoint_failures", "restarting_cluster", "restarts"]
 
 
 @contextlib.contextmanager
@@ -47,3 +48,22 @@ def checkpoint_counts(address: str, job_id: str) -> dict[str, int]:
         return dict(rest_call(address, f"/jobs/{job_id}/checkpoints", timeout_s=10)["counts"])
     except (urllib.error.URLError, OSError, ValueError, KeyError):
         return {}
+
+
+def checkpoint_failures(address: str, job_id: str) -> list[str]:
+    """Why the failed checkpoints still in the job's history failed (Flink keeps the last few)."""
+    try:
+        history = rest_call(address, f"/jobs/{job_id}/checkpoints", timeout_s=10)["history"]
+    except (urllib.error.URLError, OSError, ValueError, KeyError):
+        return []
+    return [
+        f"{entry.get('id')}: {entry.get('failure_message')}"
+        for entry in history
+        if entry.get("status") == "FAILED"
+    ]
+
+
+def cancel(address: str, job_id: str) -> None:
+    """Cancel the job (REST `PATCH /jobs/<id>`)."""
+    request = urllib.request.Request(f"http://{address}/jobs/{job_id}", method="PATCH")
+    urllib.request.urlopen(request, timeout=10).close()
