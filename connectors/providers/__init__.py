@@ -1,8 +1,14 @@
-"""Chat-model providers behind one interface, and `create_model` to build one by name."""
+"""Chat-model providers behind one interface, and `create_model` to build one by name.
+
+The adapters and `PROVIDERS` are imported on first use (PEP 562 `__getattr__`): each
+family pulls in its SDK, and a process that needs one adapter (the SDK worker, say) then
+does not import the other SDK.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from streamagents.connectors.providers._adapter_base import ChatModel
 from streamagents.connectors.providers._errors import (
@@ -18,8 +24,13 @@ from streamagents.connectors.providers._errors import (
     UnsupportedContent,
 )
 from streamagents.connectors.providers._retry import RetryBudget, RetryPolicy
-from streamagents.connectors.providers.gemini import GeminiChatModel, GeminiInteractionsModel
-from streamagents.connectors.providers.openai import OpenAIChatModel, OpenAIResponsesModel
+
+if TYPE_CHECKING:
+    from streamagents.connectors.providers.gemini import (
+        GeminiChatModel,
+        GeminiInteractionsModel,
+    )
+    from streamagents.connectors.providers.openai import OpenAIChatModel, OpenAIResponsesModel
 
 __all__ = [
     "PROVIDERS",
@@ -43,13 +54,31 @@ __all__ = [
     "create_model",
 ]
 
-PROVIDERS: dict[str, type[ChatModel]] = {
-    "gemini": GeminiChatModel,
-    "gemini-interactions": GeminiInteractionsModel,
-    "openai": OpenAIChatModel,
-    "openai-responses": OpenAIResponsesModel,
+_ADAPTERS = {
+    "GeminiChatModel": "streamagents.connectors.providers.gemini._model",
+    "GeminiInteractionsModel": "streamagents.connectors.providers.gemini._interactions_model",
+    "OpenAIChatModel": "streamagents.connectors.providers.openai._models",
+    "OpenAIResponsesModel": "streamagents.connectors.providers.openai._models",
 }
-"""Provider names accepted by `create_model`, and the adapter each one builds."""
+_PROVIDER_ADAPTERS = {
+    "gemini": "GeminiChatModel",
+    "gemini-interactions": "GeminiInteractionsModel",
+    "openai": "OpenAIChatModel",
+    "openai-responses": "OpenAIResponsesModel",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import an adapter, or build `PROVIDERS` (provider name -> adapter class, the names
+    `create_model` accepts), on first use; either is then kept as a global."""
+    if name in _ADAPTERS:
+        value = getattr(importlib.import_module(_ADAPTERS[name]), name)
+    elif name == "PROVIDERS":
+        value = {provider: __getattr__(a) for provider, a in _PROVIDER_ADAPTERS.items()}
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def create_model(provider: str, model: str, **options: Any) -> ChatModel:
@@ -60,9 +89,10 @@ def create_model(provider: str, model: str, **options: Any) -> ChatModel:
     (api_key, base_url, timeout, max_retries, retry, retry_budget, media_store, generation)
     and its family's own; an unknown one is a `TypeError` that names it.
     """
+    providers: dict[str, type[ChatModel]] = globals().get("PROVIDERS") or __getattr__("PROVIDERS")
     try:
-        adapter = PROVIDERS[provider]
+        adapter = providers[provider]
     except KeyError:
-        known = ", ".join(sorted(PROVIDERS))
+        known = ", ".join(sorted(providers))
         raise ValueError(f"unknown model provider {provider!r}; known: {known}") from None
     return adapter(model, **options)  # type: ignore[call-arg]
