@@ -57,8 +57,7 @@ from streamagents.serde.messages import ChatMessage, ToolCall
 
 SDK_WIRES = ("gemini", "openai", "openai-responses")
 WIRES = (*SDK_WIRES, *(f"{wire}+worker" for wire in SDK_WIRES), "double")
-"""`+worker`: the same wire with `sdk_process: true` (the default: the SDK in a worker
-process); without it, `sdk_process: false` (the SDK in the TaskManager's Python)."""
+"""`+worker`: the same wire with `sdk_process: true` (the SDK in a worker process)."""
 TOOL = "streamagents.jobs.examples.support_tools:lookup_order"
 
 

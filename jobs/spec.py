@@ -194,7 +194,7 @@ class ModelEntry(_SpecModel):
         default_factory=dict, description="Generation options: temperature, ..."
     )
     sdk_process: bool = Field(
-        default=True,
+        default=False,
         description="Run the SDK's requests in a worker process of its own, not under the "
         "TaskManager's GIL.",
     )

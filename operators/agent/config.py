@@ -81,7 +81,7 @@ class ModelSpec(BaseModel):
         description="Per-request generation options passed to achat (temperature, ...).",
     )
     sdk_process: bool = Field(
-        default=True,
+        default=False,
         description="Run the SDK's requests in a worker process of their own (its own "
         "interpreter and GIL), not in the TaskManager's Python (see `SdkProcessModel`).",
     )

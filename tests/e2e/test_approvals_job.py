@@ -40,8 +40,8 @@ RUN_TIMEOUT_S = 4.0
 """Shorter than the time the approved runs stay parked: parked time must not count."""
 DECISIONS_AFTER_S = 9.0
 """When the decisions come, from the source's start: long enough after the agent function's
-start (its SDK worker's, a few seconds on a loaded machine) that the approved runs stay
-parked longer than RUN_TIMEOUT_S."""
+start (importing its provider's SDK, a few seconds on a loaded machine) that the approved
+runs stay parked longer than RUN_TIMEOUT_S."""
 TOKEN = uuid.uuid4().hex[:8]
 ORDERS = {name: f"{name}-{TOKEN}" for name in ("AP", "RJ", "ED", "TO", "MX", "END", "SEP", "SEP4")}
 

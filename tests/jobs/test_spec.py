@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streamagents.connectors.providers import PROVIDERS, GeminiInteractionsModel
+from streamagents.connectors.providers import PROVIDERS, GeminiChatModel, GeminiInteractionsModel
 from streamagents.connectors.providers.sdk_process import SdkProcessModel
 from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
@@ -222,6 +222,17 @@ def test_a_spec_chooses_the_interactions_wire_with_its_store_options(tmp_path: P
     assert isinstance(adapter, GeminiInteractionsModel)
     assert (adapter.options.store, adapter.options.continue_stored) == (True, False)
     assert adapter.options.stream is True
+
+
+def test_the_sdk_runs_in_the_taskmanager_unless_sdk_process_is_true(tmp_path: Path) -> None:
+    default = load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"})
+    runtime = AgentRuntime.from_config(agent_config(default, model_spec(default.model)))
+    assert isinstance(runtime.model, GeminiChatModel)
+    text = MINIMAL.replace('${GEMINI_API_KEY}"}', '${GEMINI_API_KEY}"}, sdk_process: true')
+    worker = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+    runtime = AgentRuntime.from_config(agent_config(worker, model_spec(worker.model)))
+    assert isinstance(runtime.model, SdkProcessModel)
+    assert isinstance(runtime.model.model, GeminiChatModel)
 
 
 def test_the_tool_result_limit_reaches_the_agents_tools(tmp_path: Path) -> None:
