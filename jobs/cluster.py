@@ -175,6 +175,10 @@ class StandaloneCluster:
             "rest.port": self.rest_port,
             "classloader.parent-first-patterns.additional": ["pemja."],
             BUFFER_DEBLOAT: True,  # about a second of input in network buffers
+            # The REST API's metric fetcher starts no new fetch while one is out, and its
+            # query to a TaskManager that died waits this long (Flink's default: 10 min,
+            # metrics frozen meanwhile, `submit --wait` blind).
+            "web.timeout": 60_000,
             **self._extra_conf,
         }
         for key, value in settings.items():
