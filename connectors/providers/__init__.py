@@ -7,6 +7,7 @@ does not import the other SDK.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
@@ -68,17 +69,19 @@ _PROVIDER_ADAPTERS = {
 }
 
 
+@functools.cache
+def _providers() -> dict[str, type[ChatModel]]:
+    """`PROVIDERS`: provider name -> adapter class (the names `create_model` accepts)."""
+    return {provider: __getattr__(adapter) for provider, adapter in _PROVIDER_ADAPTERS.items()}
+
+
 def __getattr__(name: str) -> Any:
-    """Import an adapter, or build `PROVIDERS` (provider name -> adapter class, the names
-    `create_model` accepts), on first use; either is then kept as a global."""
-    if name in _ADAPTERS:
-        value = getattr(importlib.import_module(_ADAPTERS[name]), name)
-    elif name == "PROVIDERS":
-        value = {provider: __getattr__(a) for provider, a in _PROVIDER_ADAPTERS.items()}
-    else:
+    """Import an adapter, or build `PROVIDERS`, on first use."""
+    if name == "PROVIDERS":
+        return _providers()
+    if name not in _ADAPTERS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+    return getattr(importlib.import_module(_ADAPTERS[name]), name)
 
 
 def create_model(provider: str, model: str, **options: Any) -> ChatModel:
@@ -89,7 +92,7 @@ def create_model(provider: str, model: str, **options: Any) -> ChatModel:
     (api_key, base_url, timeout, max_retries, retry, retry_budget, media_store, generation)
     and its family's own; an unknown one is a `TypeError` that names it.
     """
-    providers: dict[str, type[ChatModel]] = globals().get("PROVIDERS") or __getattr__("PROVIDERS")
+    providers = _providers()
     try:
         adapter = providers[provider]
     except KeyError:
