@@ -289,3 +289,22 @@ def test_a_model_the_worker_cannot_load_fails_prepare_naming_why(
     with pytest.raises(Exception, match="No module named 'only_here'") as raised:
         model.prepare()
     assert type(raised.value).__name__ == "ModuleNotFoundError"
+
+
+@pytest.mark.parametrize(
+    ("adapter_module", "not_imported"),
+    [
+        ("gemini._model", ["openai", "google.genai._interactions"]),
+        ("openai._models", ["google.genai"]),
+    ],
+)
+def test_a_worker_loading_one_adapter_imports_no_other_sdk(
+    adapter_module: str, not_imported: list[str]
+) -> None:
+    # What unpickling an adapter in the worker imports: its module, with its packages.
+    module = f"streamagents.connectors.providers.{adapter_module}"
+    check = f"import sys, {module}; print([m for m in {not_imported!r} if m in sys.modules])"
+    found = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert found.stdout.strip() == "[]", found.stdout + found.stderr
