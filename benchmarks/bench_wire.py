@@ -11,9 +11,10 @@ cannot skip the call), at 0 ms and 200 ms model latency, event log `standard` an
 Printed side by side, one line per run: turns/s (inputs finished per second, from the
 server's first request to its last reply), mean and peak calls in flight, the limit
 (`max_in_flight / latency`, per model call), CPU milliseconds of the TaskManager process
-(the JVM with its embedded Python) per turn over the same window, and the server's CPU
-per request. CPU per turn is the headline: it moves far less with other load on the
-machine than turns/s.
+(the JVM with its embedded Python) per turn over the same window, the server's CPU per
+request, and for the test double the milliseconds per turn that the TaskManager's Python
+spent in its cyclic garbage collector (which holds the GIL). CPU per turn is the
+headline: it moves far less with other load on the machine than turns/s.
 
 Run: `python benchmarks/bench_wire.py` (quick: 400 inputs, a subset of cases, a few
 minutes); `--full` for 1000 inputs over 100 keys and every case; `--wires` and `--cases`
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import json
 import os
 import shutil
@@ -84,6 +86,24 @@ ALL_CASES = [
 QUICK_CASES = ["0ms-plain-standard", "0ms-plain-off", "0ms-tool-standard", "200ms-plain-standard"]
 
 
+class CollectorClock:
+    """Seconds Python's cyclic garbage collector has run in this interpreter (installed in
+    `gc.callbacks` once, by the first test double a TaskManager's Python builds)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+
+
+COLLECTOR = CollectorClock()
+
+
 class PingingTestDouble(ChatModel):
     """Test double (not a provider): answers after a fixed delay and reports each call by
     a UDP datagram to the benchmark server, so it is timed like the HTTP wires. Calls the
@@ -95,6 +115,8 @@ class PingingTestDouble(ChatModel):
         self.port = port
         self.latency_s = latency_s
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if COLLECTOR not in gc.callbacks:
+            gc.callbacks.append(COLLECTOR)
 
     async def achat(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), **options: Any
@@ -102,7 +124,7 @@ class PingingTestDouble(ChatModel):
         """Wait, report the call, then answer (a tool call when none was answered yet)."""
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        self._socket.sendto(b"1", ("127.0.0.1", self.port))
+        self._socket.sendto(str(COLLECTOR.seconds).encode(), ("127.0.0.1", self.port))
         if tools and messages[-1].role != "tool":
             call = ToolCall(id="call_1", name="lookup_order", arguments={"order_id": "O-5521"})
             message = ChatMessage(role="assistant", tool_calls=[call])
@@ -302,6 +324,7 @@ class Figures:
     tm_cpu_ms_per_turn: float
     worker_cpu_ms_per_turn: float
     server_cpu_ms_per_request: float | None
+    collector_ms_per_turn: float | None
 
 
 def submit_job(spec_path: Path, cluster: StandaloneCluster) -> None:
@@ -357,6 +380,9 @@ def measure(
         server_cpu_ms_per_request=None
         if wire == "double"
         else stats["cpu_s"] * 1000 / stats["requests"],
+        collector_ms_per_turn=None
+        if stats["collector_s"] is None
+        else stats["collector_s"] * 1000 / turns,
     )
 
 
@@ -403,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(
         f"{'case':<22} {'wire':<24} {'turns/s':>8} {'in flight':>10} {'peak':>5} "
-        f"{'limit':>6} {'TM cpu ms/turn':>15} {'worker ms/turn':>15} {'server ms/req':>14}"
+        f"{'limit':>6} {'TM cpu ms/turn':>15} {'worker ms/turn':>15} {'server ms/req':>14} "
+        f"{'gc ms/turn':>11}"
     )
     from pyflink.java_gateway import get_gateway
 
@@ -425,10 +452,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 server = (
                     f"{f.server_cpu_ms_per_request:.3f}" if f.server_cpu_ms_per_request else "-"
                 )
+                collector = (
+                    "-" if f.collector_ms_per_turn is None else f"{f.collector_ms_per_turn:.3f}"
+                )
                 print(
                     f"{case.name:<22} {wire:<24} {f.turns_per_s:8.1f} {f.mean_in_flight:10.1f} "
                     f"{f.max_in_flight:5d} {limit:>6} {f.tm_cpu_ms_per_turn:15.2f} "
-                    f"{f.worker_cpu_ms_per_turn:15.2f} {server:>14}",
+                    f"{f.worker_cpu_ms_per_turn:15.2f} {server:>14} {collector:>11}",
                     flush=True,
                 )
     if args.rounds > 1:

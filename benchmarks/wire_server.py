@@ -150,6 +150,8 @@ class Stats:
     open_now: int = 0
     open_max: int = 0
     cpu_start: float = field(default_factory=time.process_time)
+    collector_first: float | None = None
+    collector_last: float | None = None
 
     def report(self) -> dict[str, Any]:
         """The counters as JSON-ready values (times are `time.time()` readings)."""
@@ -161,6 +163,9 @@ class Stats:
             "mean_in_flight": self.busy_s / window if window > 0 else 0.0,
             "max_in_flight": self.open_max,
             "cpu_s": time.process_time() - self.cpu_start,
+            "collector_s": None
+            if self.collector_first is None or self.collector_last is None
+            else self.collector_last - self.collector_first,
         }
 
 
@@ -218,13 +223,17 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
 
 
 class _Pings(asyncio.DatagramProtocol):
-    """Counts each datagram as one zero-latency request (the in-process test double's calls)."""
+    """Counts each datagram as one zero-latency request (the in-process test double's calls);
+    a datagram holds the seconds the TaskManager's garbage collector has run so far."""
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
         now = time.time()
         STATS.requests += 1
         STATS.first = STATS.first or now
         STATS.last = now
+        STATS.collector_last = float(data)
+        if STATS.collector_first is None:
+            STATS.collector_first = STATS.collector_last
 
 
 async def main(port_file: str) -> None:
