@@ -79,6 +79,7 @@ from streamagents.operators.agent.records import (
 from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState, Step
 from streamagents.operators.flink._earliest_base import EarliestBase
 from streamagents.operators.flink._engine_loop import EngineLoop, Timed
+from streamagents.operators.flink._frozen_heap import freeze_long_lived
 from streamagents.operators.flink._metrics import EngineMetrics, UsageTotals
 from streamagents.operators.flink._poll_schedule import PollSchedule
 from streamagents.operators.flink._sdk_logging import quiet_sdk_loggers
@@ -231,6 +232,7 @@ class AgentFunction(KeyedProcessFunction):
             if telemetry is None
             else self._off_task(LiveTelemetry, telemetry, self._config.job_id)
         )
+        freeze_long_lived()
 
     def close(self) -> None:
         """Stop the loop thread (cancelling calls still running) and close the runtime."""
