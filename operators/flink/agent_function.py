@@ -48,6 +48,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -85,6 +86,7 @@ from streamagents.operators.flink._poll_schedule import PollSchedule
 from streamagents.operators.flink._sdk_logging import quiet_sdk_loggers
 from streamagents.operators.flink._stored_history import HistoryCache
 from streamagents.operators.flink._task_thread_store import TaskThreadStore
+from streamagents.operators.flink._task_watch import TaskWatch
 from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
 from streamagents.operators.otel_live import LiveTelemetry
 from streamagents.serde.events import RunEvent
@@ -155,6 +157,10 @@ def _output_totals(output: dict[str, Any]) -> UsageTotals:
         usage.get("output_tokens", 0),
         usage.get("cached_tokens", 0),
     )
+
+
+_CLOSING = threading.Lock()
+"""Makes `close()` run once when the task thread and its watch both call it."""
 
 
 class AgentFunction(KeyedProcessFunction):
@@ -232,11 +238,17 @@ class AgentFunction(KeyedProcessFunction):
             if telemetry is None
             else self._off_task(LiveTelemetry, telemetry, self._config.job_id)
         )
+        self._watch = TaskWatch(self.close)
         freeze_long_lived()
 
     def close(self) -> None:
-        """Stop the loop thread (cancelling calls still running) and close the runtime."""
-        self._closed = True
+        """Stop the loop thread (cancelling calls still running) and close the runtime:
+        at the end of bounded input, or when the task ended otherwise (`TaskWatch`)."""
+        with _CLOSING:
+            if self._closed:
+                return
+            self._closed = True
+        self._watch.stop()
         self._calls.clear()
         self._earliest.clear()
         self._loop.stop(self._runtime.aclose)

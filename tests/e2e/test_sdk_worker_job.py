@@ -1,11 +1,12 @@
 """A mini-cluster job whose Gemini calls go through the SDK worker process (`sdk_process`):
 the runs, tool loops and tool media behave as in-process, and the subtask's worker is gone
-once the job ends."""
+once the job ends, or is cancelled."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,34 @@ def test_tool_media_and_a_tool_loop_go_back_to_the_model(job: dict[str, Any]) ->
 def test_the_calls_went_through_a_worker_that_ended_with_the_job(job: dict[str, Any]) -> None:
     assert len(job["workers"]) == 1, "one worker for the one agent subtask"
     assert not set(job["after"]) & job["workers"]
+
+
+def test_a_cancelled_jobs_worker_ends_though_the_taskmanager_goes_on() -> None:
+    """Closing the results of an unbounded-looking job (slow calls, most inputs still
+    waiting) cancels it; the mini-cluster's JVM, this test's TaskManager, runs on, and the
+    job's worker must not: a worker left per cancelled job would pile up in a TaskManager
+    that serves job after job."""
+    lines = [
+        json.dumps({"id": f"slow-{i}", "key": f"k{i % 4}", "text": f"scenario:slow n{i}"})
+        for i in range(40)
+    ]
+    seen: set[int] = set()
+    script = GeminiScript()
+
+    def recording(request: Any) -> Any:
+        seen.update(sdk_workers())
+        return script(request)
+
+    with LoopbackStubServer(recording) as stub:
+        env = scripted_environment()
+        model = stub_gemini(stub.url).model_copy(update={"sdk_process": True})
+        config = AgentConfig(job_id="sdk-worker-cancel", model=model, max_in_flight=4)
+        streams = agent_stream(env.from_collection(lines, type_info=Types.STRING()), config)
+        with streams.outputs.execute_and_collect("sdk-worker-cancel") as results:
+            first = [json.loads(next(results)) for _ in range(2)]
+        deadline = time.monotonic() + 20
+        while set(sdk_workers()) & seen and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert [o["status"] for o in first] == ["ok", "ok"]
+    assert len(seen) == 1, "the job's calls went through its one worker"
+    assert not set(sdk_workers()) & seen, "the cancelled job's worker is still running"
