@@ -66,5 +66,5 @@ def model_spec(entry: ModelEntry, demo_url: str | None = None) -> ModelSpec:
         model=entry.model,
         options={"api_key": DEMO_API_KEY, "base_url": demo_url, **entry.options},
         generation=dict(entry.generation),
-        sdk_process=entry.sdk_process,
+        sdk_process=bool(entry.sdk_process),  # the demo starts in a blink unless asked
     )

@@ -193,10 +193,11 @@ class ModelEntry(_SpecModel):
     generation: dict[str, Any] = Field(
         default_factory=dict, description="Generation options: temperature, ..."
     )
-    sdk_process: bool = Field(
-        default=False,
+    sdk_process: bool | None = Field(
+        default=None,
         description="Run the SDK's requests in a worker process of its own, not under the "
-        "TaskManager's GIL.",
+        "TaskManager's GIL; unset: where the TaskManager may use two cores or more (never "
+        "for the demo).",
     )
     responder: str | None = Field(
         default=None,

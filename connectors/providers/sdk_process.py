@@ -13,6 +13,8 @@ The worker starts at `prepare()` or the first call, and is attached to the event
 the first call. When it dies, the calls
 it had are sent once more to a new worker; a call whose second worker died too fails with
 `ConnectionFailed`. The worker exits when this model is closed or its process dies.
+
+`wants_worker` settles `sdk_process` left unset: a worker where it has a core of its own.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from streamagents.connectors.providers._adapter_base import ChatModel
 from streamagents.connectors.providers._errors import ConnectionFailed
+from streamagents.connectors.providers._usable_cores import usable_cores
 from streamagents.connectors.providers._worker_frames import (
     CANCEL,
     ERROR,
@@ -47,11 +50,20 @@ from streamagents.serde.chat import ChatResponse, ToolSpec
 from streamagents.serde.message_json import MessageJson
 from streamagents.serde.messages import ChatMessage
 
-__all__ = ["SdkProcessModel", "WorkerExited"]
+__all__ = ["SdkProcessModel", "WorkerExited", "wants_worker"]
 
 _LOG = logging.getLogger(__name__)
 _CLOSE_WAIT_S = 5.0
 _READY_WAIT_S = 120.0
+
+
+def wants_worker(sdk_process: bool | None, cores: int | None = None) -> bool:
+    """Whether a model's SDK runs in a worker process: as `sdk_process` says, or when it is
+    None (unset), where this process may use two cores or more (`cores`, default: counted),
+    so that the worker's interpreter does not take the caller's core."""
+    if sdk_process is not None:
+        return sdk_process
+    return (usable_cores() if cores is None else cores) >= 2
 
 
 class WorkerExited(Exception):

@@ -80,10 +80,11 @@ class ModelSpec(BaseModel):
         default_factory=dict,
         description="Per-request generation options passed to achat (temperature, ...).",
     )
-    sdk_process: bool = Field(
+    sdk_process: bool | None = Field(
         default=False,
         description="Run the SDK's requests in a worker process of their own (its own "
-        "interpreter and GIL), not in the TaskManager's Python (see `SdkProcessModel`).",
+        "interpreter and GIL), not in the TaskManager's Python (see `SdkProcessModel`); "
+        "None: where the TaskManager may use two cores or more (a spec's default).",
     )
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from streamagents.connectors.media import MediaStore, has_inline_media_above
 from streamagents.connectors.providers import ChatModel, ProviderError, create_model
 from streamagents.connectors.providers.gemini import ContextCacheSettings
-from streamagents.connectors.providers.sdk_process import SdkProcessModel
+from streamagents.connectors.providers.sdk_process import SdkProcessModel, wants_worker
 from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.operators.agent._run_events import event_id_for, make_event
 from streamagents.operators.agent.approvals import ApprovalDecision, PendingApproval
@@ -385,7 +385,7 @@ class AgentRuntime:
         message_json = MessageJson()
         if model is None:
             model = create_model(spec.provider, spec.model, media_store=store, **options)
-            if spec.sdk_process:
+            if wants_worker(spec.sdk_process):
                 model = SdkProcessModel(model, message_json)
         tools = ToolRegistry(
             [_declared_tool(entry) for entry in config.tools],

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from streamagents.connectors.providers import PROVIDERS, GeminiChatModel, GeminiInteractionsModel
+from streamagents.connectors.providers._usable_cores import usable_cores
 from streamagents.connectors.providers.sdk_process import SdkProcessModel
 from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
@@ -224,15 +225,35 @@ def test_a_spec_chooses_the_interactions_wire_with_its_store_options(tmp_path: P
     assert adapter.options.stream is True
 
 
-def test_the_sdk_runs_in_the_taskmanager_unless_sdk_process_is_true(tmp_path: Path) -> None:
-    default = load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"})
-    runtime = AgentRuntime.from_config(agent_config(default, model_spec(default.model)))
-    assert isinstance(runtime.model, GeminiChatModel)
-    text = MINIMAL.replace('${GEMINI_API_KEY}"}', '${GEMINI_API_KEY}"}, sdk_process: true')
-    worker = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
-    runtime = AgentRuntime.from_config(agent_config(worker, model_spec(worker.model)))
-    assert isinstance(runtime.model, SdkProcessModel)
-    assert isinstance(runtime.model.model, GeminiChatModel)
+def test_an_unset_sdk_process_runs_the_sdk_in_a_worker_where_there_are_two_cores(
+    tmp_path: Path,
+) -> None:
+    unset = load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"})
+    assert model_spec(unset.model).sdk_process is None  # settled where the runtime is built
+    runtime = AgentRuntime.from_config(agent_config(unset, model_spec(unset.model)))
+    assert isinstance(runtime.model, SdkProcessModel) == (usable_cores() >= 2)
+    for setting, wrapped in (("true", True), ("false", False)):
+        text = MINIMAL.replace(
+            '${GEMINI_API_KEY}"}', f'${{GEMINI_API_KEY}}"}}, sdk_process: {setting}'
+        )
+        chosen = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+        runtime = AgentRuntime.from_config(agent_config(chosen, model_spec(chosen.model)))
+        assert isinstance(runtime.model, SdkProcessModel) is wrapped, setting
+        adapter = runtime.model.model if wrapped else runtime.model
+        assert isinstance(adapter, GeminiChatModel)
+
+
+def test_the_demo_model_stays_in_process_unless_sdk_process_is_true(tmp_path: Path) -> None:
+    demo = MINIMAL.replace(
+        "provider: gemini, model: gemini-2.5-flash",
+        "provider: demo, model: d, responder: 'streamagents.jobs.examples.demo_responder:respond'",
+    )
+    for text, wanted in (
+        (demo, False),
+        (demo.replace("model: d,", "model: d, sdk_process: true,"), True),
+    ):
+        entry = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}).model
+        assert model_spec(entry, demo_url="http://127.0.0.1:9").sdk_process is wanted
 
 
 def test_the_tool_result_limit_reaches_the_agents_tools(tmp_path: Path) -> None:
