@@ -162,16 +162,17 @@ class EventLogSinkFunction(ProcessFunction):
         writer.write_all(events, invalid=invalid_record_event)
 
     def close(self) -> None:
-        """Stop the flusher and finish the open file (called at the end of bounded input)."""
+        """Stop the flusher and finish the open file: at the end of bounded input, when the
+        agent function writing here closes (its task ended), or at a restart's `open()`."""
         with _LIVE_LOCK:
             if self._key is not None and _LIVE.get(self._key) is self:
                 del _LIVE[self._key]
-        if self._stop is not None:
-            self._stop.set()
-            self._stop = None
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        stop, self._stop = self._stop, None  # taken first: a restart and the task watch
+        writer, self.writer = self.writer, None  # may both close a previous attempt's sink
+        if stop is not None:
+            stop.set()
+        if writer is not None:
+            writer.close()
 
 
 def event_log_writer(
