@@ -59,7 +59,9 @@ from streamagents.serde.messages import ChatMessage, ToolCall
 
 SDK_WIRES = ("gemini", "openai", "openai-responses")
 WIRES = (*SDK_WIRES, *(f"{wire}+worker" for wire in SDK_WIRES), "double")
-"""`+worker`: the same wire with `sdk_process: true` (the SDK in a worker process)."""
+"""`+worker`: the same wire with `sdk_process: true` (the SDK in a worker process, a spec's
+default where the TaskManager may use two cores); without it `sdk_process: false` (the SDK
+in the TaskManager, the default on one core)."""
 TOOL = "streamagents.jobs.examples.support_tools:lookup_order"
 
 
