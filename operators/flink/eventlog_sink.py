@@ -34,6 +34,7 @@ from streamagents.connectors.eventlog import (
     EventLogWriter,
     finalize_in_progress,
 )
+from streamagents.operators.flink._task_watch import TaskWatch
 from streamagents.serde.avro import LogLevel
 from streamagents.serde.events import AgentEvent, EventType, RunEvent, new_event
 
@@ -117,6 +118,7 @@ class EventLogSinkFunction(ProcessFunction):
         self.writer: EventLogWriter | None = None
         self._stop: threading.Event | None = None
         self._key: tuple[str, int] | None = None
+        self._watch: TaskWatch | None = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
         """Finalize files earlier attempts left in progress, start the writer and its flusher.
@@ -148,6 +150,7 @@ class EventLogSinkFunction(ProcessFunction):
                 writer.roll_if_due()
 
         threading.Thread(target=flush_while_running, name="event-log-flush", daemon=True).start()
+        self._watch = TaskWatch(self.close)  # PyFlink calls no close() on cancel or failure
 
     def process_element(self, value: str, ctx: ProcessFunction.Context) -> Any:
         """Append one event; an invalid record is logged as an error event instead."""
@@ -167,6 +170,8 @@ class EventLogSinkFunction(ProcessFunction):
         with _LIVE_LOCK:
             if self._key is not None and _LIVE.get(self._key) is self:
                 del _LIVE[self._key]
+        if self._watch is not None:
+            self._watch.stop()
         stop, self._stop = self._stop, None  # taken first: a restart and the task watch
         writer, self.writer = self.writer, None  # may both close a previous attempt's sink
         if stop is not None:

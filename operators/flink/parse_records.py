@@ -28,6 +28,7 @@ from streamagents.operators.agent.records import (
     dead_letter_record,
     offload_input,
 )
+from streamagents.operators.flink._task_watch import TaskWatch
 from streamagents.operators.flink.agent_function import DEAD_LETTERS_TAG
 from streamagents.serde.safe_text import clip
 
@@ -55,9 +56,11 @@ class ParseRecords(ProcessFunction):
         """Start the thread the media store is used on (see `AgentFunction._off_task`)."""
         self._store: MediaStore | None = None
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="streamagents-parse")
+        self._watch = TaskWatch(self.close)  # PyFlink calls no close() on cancel or failure
 
     def close(self) -> None:
-        """Stop the media store's thread."""
+        """Stop the media store's thread (at the end of input, or when the task ended)."""
+        self._watch.stop()
         self._worker.shutdown(wait=False)
 
     def _offload(self, record: InputRecord) -> str:

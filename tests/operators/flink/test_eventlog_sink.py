@@ -109,3 +109,36 @@ def test_invalid_json_is_reported_without_its_content() -> None:
     event = _stand_in_for('{"job_id": "j1", "secret": "AIza-oops')
     assert event["job_id"] == "unknown"
     assert "AIza" not in event["payload"]["error_message"]
+
+
+class _Subtask:
+    """The one runtime-context method the sink function asks for."""
+
+    def get_index_of_this_subtask(self) -> int:
+        return 0
+
+
+def test_a_sink_whose_task_thread_ends_without_close_finishes_its_file(tmp_path: Path) -> None:
+    """As when a task is cancelled or fails: PyFlink's thread mode then calls no `close()`,
+    and the sink's watch must finish the open file so that readers see its events."""
+    import threading
+    import time
+
+    from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
+
+    sink = EventLogSinkFunction(str(tmp_path), "standard", roll_bytes=1 << 20, roll_seconds=300)
+    event = _events(1)[0]
+
+    def task() -> None:
+        sink.open(_Subtask())  # type: ignore[arg-type]
+        sink.write_events([event])
+
+    thread = threading.Thread(target=task)
+    thread.start()
+    thread.join()
+    deadline = time.monotonic() + 10
+    while list(tmp_path.glob(".*.inprogress")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not list(tmp_path.glob(".*.inprogress")), "the file was left in progress"
+    assert [r["event_id"] for r in _plain_records(tmp_path)] == [event.event_id]
+    assert sink.writer is None
