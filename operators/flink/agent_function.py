@@ -48,7 +48,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -159,10 +158,6 @@ def _output_totals(output: dict[str, Any]) -> UsageTotals:
     )
 
 
-_CLOSING = threading.Lock()
-"""Makes `close()` run once when the task thread and its watch both call it."""
-
-
 class AgentFunction(KeyedProcessFunction):
     """Runs one agent run per key at a time, many keys concurrently, state in keyed state."""
 
@@ -231,7 +226,7 @@ class AgentFunction(KeyedProcessFunction):
         self._waiting = 0
         self._metrics = EngineMetrics(runtime_context.get_metrics_group().add_group("streamagents"))
         if self._event_log is not None:
-            self._event_log.open(runtime_context)
+            self._event_log.open(runtime_context, watch=False)  # closed with this function
         telemetry = self._config.telemetry
         self._telemetry = (
             None
@@ -244,10 +239,7 @@ class AgentFunction(KeyedProcessFunction):
     def close(self) -> None:
         """Stop the loop thread (cancelling calls still running) and close the runtime:
         at the end of bounded input, or when the task ended otherwise (`TaskWatch`)."""
-        with _CLOSING:
-            if self._closed:
-                return
-            self._closed = True
+        self._closed = True
         self._watch.stop()
         self._calls.clear()
         self._earliest.clear()

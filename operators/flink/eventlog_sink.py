@@ -120,8 +120,11 @@ class EventLogSinkFunction(ProcessFunction):
         self._key: tuple[str, int] | None = None
         self._watch: TaskWatch | None = None
 
-    def open(self, runtime_context: RuntimeContext) -> None:
-        """Finalize files earlier attempts left in progress, start the writer and its flusher.
+    def open(self, runtime_context: RuntimeContext, watch: bool = True) -> None:
+        """Finalize files earlier attempts left in progress, start the writer and its flusher,
+        and (`watch`) a `TaskWatch` that closes the sink if its task ends without `close()`
+        (PyFlink calls none on cancel or failure); a function that carries the sink and
+        closes it passes False.
 
         Taken: this subtask index's files (an earlier attempt of this subtask, now gone) and
         files of any index not touched for twice roll_seconds (a live writer rolls sooner)."""
@@ -150,7 +153,7 @@ class EventLogSinkFunction(ProcessFunction):
                 writer.roll_if_due()
 
         threading.Thread(target=flush_while_running, name="event-log-flush", daemon=True).start()
-        self._watch = TaskWatch(self.close)  # PyFlink calls no close() on cancel or failure
+        self._watch = TaskWatch(self.close) if watch else None
 
     def process_element(self, value: str, ctx: ProcessFunction.Context) -> Any:
         """Append one event; an invalid record is logged as an error event instead."""
