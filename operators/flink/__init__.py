@@ -23,13 +23,7 @@ from streamagents.operators.engine_settings import (
     BUFFER_DEBLOAT,
     ENGINE_SETTINGS,
 )
-from streamagents.operators.flink.agent_function import (
-    APPROVAL_REQUESTS_TAG,
-    DEAD_LETTERS_TAG,
-    EVENTS_TAG,
-    AgentFunction,
-    RuntimeFactory,
-)
+from streamagents.operators.flink.agent_function import AgentFunction, RuntimeFactory
 from streamagents.operators.flink.eventlog_sink import (
     EventLogSinkFunction,
     event_log_writer,
@@ -37,6 +31,11 @@ from streamagents.operators.flink.eventlog_sink import (
 )
 from streamagents.operators.flink.input_end_hold import key_with_hold
 from streamagents.operators.flink.parse_records import KEYED_INPUT_TYPE, ParseRecords
+from streamagents.operators.flink.side_outputs import (
+    APPROVAL_REQUESTS_TAG,
+    DEAD_LETTERS_TAG,
+    EVENTS_TAG,
+)
 
 __all__ = [
     "BACKLOG_SETTINGS",

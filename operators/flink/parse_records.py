@@ -29,7 +29,7 @@ from streamagents.operators.agent.records import (
     offload_input,
 )
 from streamagents.operators.flink._task_watch import TaskWatch
-from streamagents.operators.flink.agent_function import DEAD_LETTERS_TAG
+from streamagents.operators.flink.side_outputs import DEAD_LETTERS_TAG
 from streamagents.serde.safe_text import clip
 
 __all__ = ["KEYED_INPUT_TYPE", "ParseRecords"]

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.agent.records import parse_input
-from streamagents.operators.flink.agent_function import DEAD_LETTERS_TAG
 from streamagents.operators.flink.parse_records import ParseRecords
+from streamagents.operators.flink.side_outputs import DEAD_LETTERS_TAG
 
 BIG = b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"parse").digest() * 2048  # ~64 KiB
 SMALL = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100

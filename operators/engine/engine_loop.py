@@ -99,6 +99,10 @@ class EngineLoop:
         with self._slots:
             return self._slots.wait_for(lambda: self._in_flight < self.max_in_flight, timeout_s)
 
+    def wait(self, future: concurrent.futures.Future[Any], timeout_s: float) -> None:
+        """Block until `future` is done or `timeout_s` has passed."""
+        concurrent.futures.wait([future], timeout=timeout_s)
+
     def submit(self, coroutine: Awaitable[T]) -> concurrent.futures.Future[Timed[T]]:
         """Schedule `coroutine`; the future resolves to its result with timings."""
         with self._slots:

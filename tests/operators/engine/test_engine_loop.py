@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamagents.operators.flink._engine_loop import CoroutineEscaped, EngineLoop
-from streamagents.operators.flink._poll_schedule import PollSchedule
+from streamagents.operators.engine.engine_loop import CoroutineEscaped, EngineLoop
+from streamagents.operators.engine.poll_schedule import PollSchedule
 
 
 @pytest.fixture()

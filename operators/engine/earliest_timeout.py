@@ -15,12 +15,12 @@ import itertools
 from collections.abc import Mapping
 from typing import Generic, TypeVar
 
-__all__ = ["EarliestBase"]
+__all__ = ["EarliestTimeout"]
 
 C = TypeVar("C")
 
 
-class EarliestBase(Generic[C]):
+class EarliestTimeout(Generic[C]):
     """The smallest base of the calls in `live` (a key -> call mapping the caller owns)."""
 
     def __init__(self, live: Mapping[str, C]) -> None:

@@ -15,15 +15,33 @@ Python. Values that go up and down (`in_flight`, `busy_keys`, the percentiles) a
 from __future__ import annotations
 
 from collections import deque
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
-from pyflink.metrics import Counter, MetricGroup
-
-__all__ = ["EngineMetrics", "Level", "UsageTotals"]
+__all__ = ["Counter", "EngineMetrics", "Level", "MetricGroup", "UsageTotals"]
 
 _WINDOW = 1024
 _EVERY_CALL = 64  # the percentiles follow each of the first 64 model calls,
 _REFRESH_EVERY = 16  # then every 16th one (sorting the window takes ~27 us)
+
+
+class Counter(Protocol):
+    """A metric counter (Flink's `Counter`, or an in-memory one in tests)."""
+
+    def inc(self, n: int = 1) -> None: ...
+
+
+class Distribution(Protocol):
+    """A metric distribution (Flink's `Distribution`)."""
+
+    def update(self, value: int) -> None: ...
+
+
+class MetricGroup(Protocol):
+    """Where the engine registers its metrics (Flink's `MetricGroup`)."""
+
+    def counter(self, name: str) -> Counter: ...
+
+    def distribution(self, name: str) -> Distribution: ...
 
 
 class UsageTotals(NamedTuple):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamagents.operators.flink._stored_history import HistoryCache, StoredHistory
+from streamagents.operators.engine.stored_history import HistoryCache, StoredHistory
 from streamagents.serde.messages import ChatMessage, ToolCall
 
 _messages = st.lists(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamagents.operators.flink._earliest_base import EarliestBase
+from streamagents.operators.engine.earliest_timeout import EarliestTimeout
 
 _actions = st.lists(
     st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 9), st.integers(0, 50)),
@@ -19,7 +19,7 @@ def test_it_always_equals_the_minimum_over_the_live_calls(
 ) -> None:
     live: dict[str, object] = {}
     bases: dict[str, int] = {}
-    earliest = EarliestBase(live)
+    earliest = EarliestTimeout(live)
     for action, key_number, base in actions:
         key = f"k{key_number}"
         if action == "add":  # a key's next call replaces its last one
@@ -35,7 +35,7 @@ def test_it_always_equals_the_minimum_over_the_live_calls(
 
 def test_its_heap_stays_within_a_multiple_of_the_live_calls() -> None:
     live: dict[str, object] = {}
-    earliest = EarliestBase(live)
+    earliest = EarliestTimeout(live)
     live["slow"] = slow = object()
     earliest.add("slow", slow, 0)  # stays live and at the top: nothing is popped
     for number in range(10_000):

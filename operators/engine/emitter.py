@@ -1,0 +1,100 @@
+"""What the engine emits: outputs, dead letters, approval requests and run events.
+
+Outputs go to the operator's main output as they are; the other records go to side
+outputs, paired with the tag the binding gave (`SideOutputs`: PyFlink `OutputTag`s in a
+job, plain names in tests). Run events go to the subtask's event-log writer when it has
+one (no side output, no JSON), else to the events side output as JSON text, and to the
+live telemetry, which builds their spans, when it is configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from streamagents.operators.agent.runtime import RunState
+from streamagents.operators.engine.metrics import EngineMetrics
+from streamagents.operators.otel_live import LiveTelemetry
+from streamagents.serde.events import RunEvent
+
+__all__ = ["Emitter", "EventWriter", "SideOutputs"]
+
+
+@dataclass(frozen=True)
+class SideOutputs:
+    """The tags the engine pairs its side-output records with."""
+
+    events: Any
+    dead_letters: Any
+    approval_requests: Any
+
+
+class EventWriter(Protocol):
+    """Writes run events to the subtask's event log."""
+
+    def write_events(self, events: Sequence[RunEvent]) -> None: ...
+
+
+class Emitter:
+    """Turns the engine's records into emitted elements, and counts them."""
+
+    def __init__(
+        self,
+        tags: SideOutputs,
+        metrics: EngineMetrics,
+        event_log: EventWriter | None,
+        event_log_level: str,
+        telemetry: LiveTelemetry | None,
+        job_id: str,
+    ) -> None:
+        self._tags = tags
+        self._metrics = metrics
+        self._event_log = event_log
+        self._events_off = event_log_level == "off"  # made for telemetry only
+        self._telemetry = telemetry
+        self._job_id = job_id
+
+    def events(
+        self, events: list[RunEvent], traced: bool = True, run_ended: bool = False
+    ) -> Iterator[Any]:
+        """Write a step's events to the event log (or the events output), and hand them to
+        the live telemetry when `traced`."""
+        if self._event_log is not None:
+            if events:
+                self._event_log.write_events(events)
+        elif not self._events_off:
+            tag = self._tags.events
+            for event in events:
+                yield tag, event.json()
+        if traced and self._telemetry is not None:
+            self._telemetry.events(events, run_ended=run_ended)
+            self._metrics.spans_exported.set(self._telemetry.exported)
+            self._metrics.spans_dropped.set(self._telemetry.dropped)
+
+    def dead_letter(self, letter: str) -> tuple[Any, str]:
+        """A dead-letter record as a side-output element."""
+        self._metrics.dead_letters.inc()
+        return self._tags.dead_letters, letter
+
+    def approval_request(self, request: str) -> tuple[Any, str]:
+        """An approval request record as a side-output element."""
+        return self._tags.approval_requests, request
+
+    def resume_trace(self, state: RunState) -> None:
+        """A run restored from a checkpoint goes on: its span goes on from its state."""
+        if self._telemetry is not None:
+            self._telemetry.spans.resume(
+                state.run_id,
+                self._job_id,
+                state.key,
+                state.started_ms,
+                state.input_id,
+                (state.input_tokens, state.output_tokens),
+                state.messages,
+            )
+
+    def end_trace(self, run_id: str) -> None:
+        """A run was abandoned: its span ends."""
+        if self._telemetry is not None:
+            self._telemetry.end(run_id)

@@ -1,0 +1,93 @@
+"""The inputs waiting behind their key's run, in arrival order, in keyed state.
+
+Each key's queue is a map from position to input line plus its head and tail positions,
+so adding and taking an input touches one entry. The subtask counts its waiting inputs
+(`waiting`), which bounds how many may wait before the task thread makes room by settling
+a busy key's call (`max_waiting_inputs`). Inputs without an id get their key's next
+position among such inputs (`number`), kept in state so a replay numbers them alike.
+"""
+
+from __future__ import annotations
+
+from streamagents.operators.agent.records import InputRecord, numbered
+from streamagents.operators.engine.keyed_port import KeyedPort, StateKind
+from streamagents.operators.engine.metrics import EngineMetrics
+
+__all__ = ["InputQueue"]
+
+
+class InputQueue:
+    """Per-key FIFO of input lines, and the subtask's count of waiting inputs."""
+
+    def __init__(self, port: KeyedPort, max_waiting: int, metrics: EngineMetrics) -> None:
+        self._lines = port.map_state("queue", StateKind.INT, StateKind.TEXT)
+        self._head = port.value_state("queue_head", StateKind.INT)
+        self._tail = port.value_state("queue_tail", StateKind.INT)
+        self._unnamed = port.value_state("inputs_without_id", StateKind.INT)
+        self._max_waiting = max_waiting
+        self._metrics = metrics
+        self.waiting = 0
+        """Inputs waiting in this subtask's queues (restored queues count once resumed)."""
+
+    @property
+    def full(self) -> bool:
+        """Whether the subtask's waiting inputs are at their bound."""
+        return self.waiting >= self._max_waiting
+
+    def push(self, raw: str) -> None:
+        """Queue an input line behind the current key's run."""
+        tail = self._tail.value() or 0
+        self._lines.put(tail, raw)
+        self._tail.update(tail + 1)
+        self._count(1)
+
+    def pop(self) -> str | None:
+        """Take the current key's oldest waiting line; None when its queue is empty."""
+        tail = self._tail.value()
+        if tail is None:
+            return None
+        head = self._head.value() or 0
+        raw = self._lines.get(head)
+        self._lines.remove(head)
+        self._count(-1)
+        if head + 1 >= tail:
+            self._head.clear()
+            self._tail.clear()
+        else:
+            self._head.update(head + 1)
+        return raw
+
+    def length(self) -> int:
+        """How many lines the current key has waiting."""
+        tail = self._tail.value()
+        return 0 if tail is None else tail - (self._head.value() or 0)
+
+    def has_lines(self) -> bool:
+        """Whether the current key has lines waiting."""
+        return self._tail.value() is not None
+
+    def count_restored(self) -> None:
+        """Count the current key's queue, restored from a checkpoint, as waiting."""
+        self._count(self.length())
+
+    def number(self, record: InputRecord) -> InputRecord:
+        """Give an input without an id its key's next position (see `records.numbered`).
+
+        Runs start in arrival order, so the count kept in keyed state is the input's
+        position among its key's inputs without an id; a restore brings back the count with
+        the source offset, so a replay numbers the same lines the same way. Inputs with an
+        id touch no state here.
+        """
+        if record.id_given:
+            return record
+        position = self._unnamed.value() or 0
+        self._unnamed.update(position + 1)
+        return numbered(record, position)
+
+    def forget_numbering(self) -> None:
+        """Drop the key's count of inputs without an id (its memory has expired)."""
+        self._unnamed.clear()
+
+    def _count(self, change: int) -> None:
+        self.waiting = max(0, self.waiting + change)  # restored parked queues are not counted
+        self._metrics.waiting_inputs.set(self.waiting)

@@ -1,0 +1,169 @@
+"""The calls in flight: runs' pending actions on the loop, and the timers that look for them.
+
+A run's pending action (a model call, tool calls) runs as a coroutine on a `CallRunner`
+(the `EngineLoop` thread in a job), bounded by `max_in_flight`; the task thread never
+awaits it. Its outcome reaches the task thread through a processing-time timer for its
+key, set at the call's estimated completion time (`PollSchedule`), or, while draining at
+the end of input, an event-time timer (`InputEnd`). A call still running at its deadline
+(the run's timeout plus a grace period) is given up.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Protocol
+
+from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState
+from streamagents.operators.engine.earliest_timeout import EarliestTimeout
+from streamagents.operators.engine.engine_loop import Timed
+from streamagents.operators.engine.input_end import InputEnd
+from streamagents.operators.engine.keyed_port import KeyedPort
+from streamagents.operators.engine.metrics import EngineMetrics
+from streamagents.operators.engine.poll_schedule import PollSchedule
+from streamagents.serde.messages import ChatMessage
+
+__all__ = ["Call", "CallRunner", "RunDriver"]
+
+TIMEOUT_GRACE_MS = 5000
+"""How long past its run's timeout a call may still deliver before it is given up."""
+
+
+class CallRunner(Protocol):
+    """Runs coroutines off the task thread, at most `max_in_flight` at a time."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+    def submit(
+        self, coroutine: Awaitable[Outcome]
+    ) -> concurrent.futures.Future[Timed[Outcome]]: ...
+
+    def wait_for_slot(self, timeout_s: float | None = None) -> bool: ...
+
+    def wait(self, future: concurrent.futures.Future[Timed[Outcome]], timeout_s: float) -> None:
+        """Block until `future` is done or `timeout_s` has passed."""
+        ...
+
+
+@dataclass
+class Call:
+    """A run's pending action being performed on the runner."""
+
+    state: RunState
+    history: list[ChatMessage]
+    future: concurrent.futures.Future[Timed[Outcome]]
+    submitted: float
+    kind: str
+    poll_at: int | None = None
+    drain_at: int | None = None
+
+
+class RunDriver:
+    """The subtask's live calls by key, when to look at each, and when to give one up."""
+
+    def __init__(
+        self,
+        port: KeyedPort,
+        runner: CallRunner,
+        runtime: AgentRuntime,
+        run_timeout_s: float,
+        input_end: InputEnd,
+        metrics: EngineMetrics,
+    ) -> None:
+        self._port = port
+        self._runner = runner
+        self._runtime = runtime
+        self._timeout_ms = int(run_timeout_s * 1000)
+        self._input_end = input_end
+        self._metrics = metrics
+        self._calls: dict[str, Call] = {}
+        self._earliest: EarliestTimeout[Call] = EarliestTimeout(self._calls)
+        self._schedule = PollSchedule()
+
+    def of(self, key: str) -> Call | None:
+        """The key's live call, if it has one."""
+        return self._calls.get(key)
+
+    def busy(self, key: str) -> bool:
+        """Whether the key has a live call."""
+        return key in self._calls
+
+    def timed_out(self, state: RunState, now_ms: int) -> bool:
+        """Whether a run without a live call is past its timeout."""
+        return now_ms >= state.timeout_base_ms + self._timeout_ms
+
+    def deadline(self, call: Call) -> int:
+        """When a call still running is given up (its run's timeout plus a grace period)."""
+        return call.state.timeout_base_ms + self._timeout_ms + TIMEOUT_GRACE_MS
+
+    def issue(self, state: RunState, history: list[ChatMessage], now_ms: int) -> None:
+        """Hand the current key's pending action to the runner and arm the look for it."""
+        call = Call(
+            state=state,
+            history=history,
+            future=self._runner.submit(self._runtime.perform(state, history)),
+            submitted=time.monotonic(),
+            kind=state.pending.kind,
+        )
+        key = self._port.current_key()
+        self._calls[key] = call
+        self._earliest.add(key, call, state.timeout_base_ms)
+        self._count()
+        self.arm(call, now_ms)
+
+    def arm(self, call: Call, now_ms: int) -> None:
+        """Set the timer that looks for the call's outcome next."""
+        if self._input_end.draining:
+            call.drain_at = self._input_end.next_look()
+            return
+        elapsed_ms = (time.monotonic() - call.submitted) * 1000
+        delay = self._schedule.next_delay_ms(call.kind, elapsed_ms)
+        call.poll_at = now_ms + max(1, min(delay, self.deadline(call) - now_ms))
+        self._port.register_processing_timer(call.poll_at)
+
+    def looks_at(self, call: Call, timestamp: int, draining: bool) -> bool:
+        """Whether the timer at `timestamp` is the one that looks for `call`."""
+        return (call.drain_at if draining else call.poll_at) == timestamp
+
+    def take(self, key: str) -> None:
+        """The key's call is no longer live (its outcome is being applied, or it was dropped)."""
+        del self._calls[key]
+        self._count()
+
+    def give_up(self, key: str, call: Call) -> None:
+        """Cancel a call past its deadline."""
+        call.future.cancel()
+        self.take(key)
+
+    def observe(self, call: Call, timed: Timed[Outcome]) -> None:
+        """Fold a finished call's duration into the poll schedule and the metrics."""
+        self._schedule.observe(call.kind, (timed.finished - call.submitted) * 1000)
+        if timed.value.kind == "model":
+            self._metrics.model_latency(timed.value.latency_ms)
+
+    def wait(self, call: Call, timeout_s: float) -> None:
+        """Block the task thread until the call is done or `timeout_s` has passed."""
+        self._runner.wait(call.future, timeout_s)
+
+    def wait_for_slot(self, now_ms: int) -> None:
+        """Block until a call slot is free, at most until a live call's deadline is due."""
+        earliest = self._earliest.earliest_ms()
+        if earliest is None:
+            timeout_s = 1.0
+        else:
+            due = earliest + self._timeout_ms
+            timeout_s = max(0.01, (due + TIMEOUT_GRACE_MS - now_ms) / 1000)
+        self._runner.wait_for_slot(timeout_s)
+
+    def clear(self) -> None:
+        """Forget every call (the function is closing)."""
+        self._calls.clear()
+        self._earliest.clear()
+
+    def _count(self) -> None:
+        """Move the in-flight and busy-key levels to the current counts."""
+        self._metrics.in_flight.set(self._runner.in_flight)
+        self._metrics.busy_keys.set(len(self._calls))
