@@ -74,8 +74,9 @@ class InMemoryMetricGroup:
 
 class EchoTestModel(ChatModel):
     """Test double: answers `echo: <the last user text>`; a user text `tool:<name> <arg>`
-    first asks for the tool `name` with `{"order": arg}`, and after its result answers
-    `done: <the tool result's text>`. Deterministic, so a restored attempt asks it again."""
+    first asks for the tool `name` with `{"order": arg}`, and `followup:<seconds> <note>`
+    for `schedule_followup`; after a tool result it answers `done: <the result's text>`.
+    Deterministic, so a restored attempt asks it the same again."""
 
     provider = "echo-test-double"
 
@@ -92,9 +93,15 @@ class EchoTestModel(ChatModel):
             reply = ChatMessage(role="assistant", content=f"done: {last.content}")
             return ChatResponse(message=reply, usage=usage)
         text = last.content
+        call = None
         if text.startswith("tool:"):
             name, _, arg = text[len("tool:") :].partition(" ")
             call = ToolCall(id="call-0", name=name, arguments={"order": arg})
+        elif text.startswith("followup:"):
+            after, _, note = text[len("followup:") :].partition(" ")
+            arguments = {"after_s": float(after), "note": note}
+            call = ToolCall(id="call-0", name="schedule_followup", arguments=arguments)
+        if call is not None:
             return ChatResponse(
                 message=ChatMessage(role="assistant", tool_calls=[call]), usage=usage
             )
@@ -179,10 +186,11 @@ class ManualRunner:
         call.future.set_exception(error)
 
     def drop_all(self) -> None:
-        """The attempt died: its calls are gone."""
+        """The attempt died: its calls are gone, and so is its loop."""
         for call in self._calls:
             call.coroutine.close()  # type: ignore[attr-defined]
         self._calls.clear()
+        self._loop.close()
 
 
 @dataclass
@@ -266,6 +274,11 @@ class EngineHarness:
                 return
         raise AssertionError("calls still in flight after settling")
 
+    def close(self) -> None:
+        """The subtask ends: the engine closes and the runner's loop with it."""
+        self.engine.close()
+        self.runner.drop_all()
+
     def end_input(self) -> None:
         """The bounded input ends: the engine drains every busy key."""
         self.port.end_input()
@@ -278,8 +291,7 @@ class EngineHarness:
     def restore(self, checkpoint: Checkpoint) -> None:
         """The attempt fails and a new one starts from `checkpoint`: calls are lost, what was
         emitted since is not committed, and the source replays the lines sent since."""
-        self.engine.close()
-        self.runner.drop_all()
+        self.close()
         now = self.port.now_ms()
         self.port = InMemoryKeyedPort(now_ms=now, snapshot=checkpoint.state)
         del self.emitted[checkpoint.emitted :]
@@ -333,7 +345,21 @@ def harness(
     def runtime() -> AgentRuntime:
         return AgentRuntime(cfg, model, ToolRegistry(list(tools)), MediaStore(cfg.media_store))
 
-    return EngineHarness(runtime, cfg)
+    made = EngineHarness(runtime, cfg)
+    OPEN.append(made)
+    return made
 
 
-__all__ = ["DRAIN_WAIT_S", "T0", "EchoTestModel", "EngineHarness", "ManualRunner", "harness"]
+OPEN: list[EngineHarness] = []
+"""Harnesses `harness` made and nothing closed yet (the tests' conftest closes them)."""
+
+
+__all__ = [
+    "DRAIN_WAIT_S",
+    "OPEN",
+    "T0",
+    "EchoTestModel",
+    "EngineHarness",
+    "ManualRunner",
+    "harness",
+]
