@@ -1,0 +1,251 @@
+"""A run's life on the engine: started from an input line, stepped with its calls' outcomes,
+ended with its records, the key's next input then started.
+
+`RunSteps` holds the engine's parts (see `engine.py`) and the steps every run takes;
+`ParkedSteps` adds what decisions and deadlines do to runs waiting for approvals, and
+`AgentEngine` the entry points a keyed operator calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.records import ErrorInfo, dead_letter_record, parse_input
+from streamagents.operators.agent.runtime import AgentRuntime, RunState, Step
+from streamagents.operators.engine.emitter import Emitter
+from streamagents.operators.engine.followup_timers import FollowupTimers
+from streamagents.operators.engine.input_end import InputEnd
+from streamagents.operators.engine.input_queue import InputQueue
+from streamagents.operators.engine.key_memory import KeyMemory
+from streamagents.operators.engine.keyed_port import KeyedPort, StateKind
+from streamagents.operators.engine.metrics import EngineMetrics, UsageTotals
+from streamagents.operators.engine.parked_runs import ParkedRuns
+from streamagents.operators.engine.run_driver import Call, CallRunner, RunDriver
+from streamagents.serde.messages import ChatMessage
+
+__all__ = ["RunSteps", "usage_of"]
+
+
+def usage_of(state: RunState) -> UsageTotals:
+    """The calls and tokens a run has used so far, as its state counts them."""
+    return UsageTotals(
+        state.model_calls,
+        state.tool_calls,
+        state.input_tokens,
+        state.output_tokens,
+        state.cached_tokens,
+    )
+
+
+def _output_usage(output: dict[str, Any]) -> UsageTotals:
+    """The calls and tokens a finished run used, as its output record counts them."""
+    usage = output.get("usage") or {}
+    return UsageTotals(
+        output.get("model_calls", 0),
+        output.get("tool_calls", 0),
+        usage.get("input_tokens", 0),
+        usage.get("output_tokens", 0),
+        usage.get("cached_tokens", 0),
+    )
+
+
+class RunSteps:
+    """The engine's parts, and the steps of a run from its input line to its end."""
+
+    def __init__(
+        self,
+        port: KeyedPort,
+        config: AgentConfig,
+        runtime: AgentRuntime,
+        runner: CallRunner,
+        metrics: EngineMetrics,
+        emitter: Emitter,
+    ) -> None:
+        self._port = port
+        self._config = config
+        self._runtime = runtime
+        self._metrics = metrics
+        self._emit = emitter
+        self._run = port.value_state("run", StateKind.TEXT)
+        self._input_end = InputEnd(port)
+        self._queue = InputQueue(port, config.max_waiting_inputs, metrics)
+        self._memory = KeyMemory(port, config.memory.ttl_seconds, runtime.history_expired, metrics)
+        self._parked = ParkedRuns(port, config)
+        self._followups = FollowupTimers(port, config, self._input_end)
+        self._driver = RunDriver(
+            port, runner, runtime, config.budgets.run_timeout_s, self._input_end, metrics
+        )
+        self._closed = False
+
+    def _busy(self, key: str) -> bool:
+        """Whether the key has a run in progress (a live call, or a run in its `run` state)."""
+        return self._driver.busy(key) or self._run.value() is not None
+
+    def _begin(self, raw: str | None) -> Iterator[Any]:
+        """Start runs from `raw` and then the key's queue until one is pending or none is left."""
+        while raw is not None:
+            now = self._port.now_ms()
+            record = None
+            try:
+                parsed = parse_input(raw, self._config.key_field, self._config.input_limits)
+                record = self._queue.number(parsed)
+                history = self._memory.load(now)
+                step = self._runtime.start(record, history, now, self._followups.waiting())
+            except Exception as error:
+                self._metrics.runs_failed.inc()
+                letter = dead_letter_record(
+                    "run",
+                    ErrorInfo.from_exception(error),
+                    raw,
+                    key=self._port.current_key(),
+                    record_id=record.id if record is not None else None,
+                )
+                yield self._emit.dead_letter(letter)
+                raw = self._queue.pop()
+                continue
+            self._metrics.runs_started.inc()
+            if step.state is not None and not self._input_end.draining:
+                self._input_end.hold()
+            if (yield from self._apply_step(step, UsageTotals(), history, now)):
+                return
+            raw = self._queue.pop()
+        self._run.clear()
+        if (
+            not self._input_end.draining
+            and not self._followups.waiting()
+            and not self._parked.has_aside()
+        ):
+            self._input_end.release()  # idle: its end-of-input timer would stay in state
+
+    def _apply_step(
+        self, step: Step, before: UsageTotals, history: list[ChatMessage], now_ms: int
+    ) -> Iterator[Any]:
+        """Emit a step's records and keep or end its run; returns whether the run goes on."""
+        yield from self._emit.events(step.events, run_ended=step.state is None)
+        if step.dead_letter is not None:
+            yield self._emit.dead_letter(step.dead_letter)
+        for request in step.approval_requests:
+            yield self._emit.approval_request(request)
+        self._followups.cancel(step.cancelled)
+        self._parked.remember(step.settled, now_ms)
+        state = step.state
+        if state is not None and state.parked:
+            if self._input_end.draining:  # the input has ended: no decision can come any more
+                ended = self._runtime.abandon_parked(state, now_ms)
+                return (yield from self._apply_step(ended, before, history, now_ms))
+            self._metrics.usage(before, usage_of(state))
+            if self._parked.goes_aside(state):
+                self._parked.set_aside(state)
+                self._run.clear()
+                return False
+            self._run.update(state.model_dump_json())
+            self._parked.park(state)
+            return True
+        if state is not None:
+            self._metrics.usage(before, usage_of(state))
+            self._run.update(state.model_dump_json())
+            self._driver.issue(state, history, now_ms)
+            return True
+        yield from self._ended(step, before)
+        if step.history is not None:
+            self._memory.store(now_ms, step.history)
+        self._run.clear()
+        self._memory.arm_cleanup(now_ms if step.history is not None else None)
+        return False
+
+    def _ended(self, step: Step, before: UsageTotals | None = None) -> Iterator[Any]:
+        """A finished run's output, its count as finished or failed, its follow-ups kept;
+        with `before`, the calls and tokens it used since then are counted too."""
+        failed = step.dead_letter is not None
+        if step.output is not None:
+            output = json.loads(step.output)
+            if before is not None:
+                self._metrics.usage(before, _output_usage(output))
+            failed = failed or output.get("status") != "ok"
+            yield step.output
+        (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
+        for letter in self._followups.keep(step.followups):
+            yield self._emit.dead_letter(letter)
+
+    def _continue(
+        self, step: Step, before: UsageTotals, history: list[ChatMessage], now_ms: int
+    ) -> Iterator[Any]:
+        """Apply a step of a running run; when it ended, start the key's next input."""
+        if not (yield from self._apply_step(step, before, history, now_ms)):
+            yield from self._after_run()
+
+    def _after_run(self) -> Iterator[Any]:
+        """The key's run ended or was set aside: a ready set-aside run goes on first, else
+        the key's next queued input starts."""
+        if (yield from self._resume_ready()):
+            return
+        yield from self._begin(self._queue.pop())
+
+    def _settle(self, call: Call, key: str, now_ms: int) -> Iterator[Any]:
+        """Advance the run with its call's outcome, time it out past its deadline, or look
+        again later."""
+        if call.future.done():
+            self._driver.take(key)
+            yield from self._harvest(call, now_ms)
+        elif now_ms >= self._driver.deadline(call):
+            self._driver.give_up(key, call)
+            step = self._runtime.timeout(call.state, now_ms)
+            yield from self._continue(step, usage_of(call.state), call.history, now_ms)
+        else:
+            self._driver.arm(call, now_ms)
+
+    def _harvest(self, call: Call, now_ms: int) -> Iterator[Any]:
+        """Advance the run with its finished call's outcome."""
+        try:
+            timed = call.future.result()
+            self._driver.observe(call, timed)
+            step = self._runtime.advance(call.state, timed.value, now_ms, call.history)
+        except Exception as error:
+            yield from self._abandon(call, error)
+            return
+        yield from self._continue(step, usage_of(call.state), call.history, now_ms)
+
+    def _abandon(self, call: Call, error: BaseException) -> Iterator[Any]:
+        """End a run whose call or step failed unexpectedly: dead letter, then the next input.
+
+        The dead letter carries the input as received, read back from the media store when
+        the run kept it there.
+        """
+        self._metrics.runs_failed.inc()
+        yield self._emit.dead_letter(
+            self._runtime.dead_letter(call.state, ErrorInfo.from_exception(error))
+        )
+        self._emit.end_trace(call.state.run_id)
+        self._run.clear()
+        self._memory.arm_cleanup(None)
+        for letter in self._followups.keep(call.state.followups):
+            yield self._emit.dead_letter(letter)
+        yield from self._after_run()
+
+    def _resume(self, stored: str, now_ms: int) -> Iterator[Any]:
+        """A timer for a key with a run but no live call: a parked run's deadline (or the
+        end of input), or, after a restore, the cue to perform its action again."""
+        state = RunState.model_validate_json(stored)
+        if state.parked:
+            yield from self._wake_parked(state, now_ms)
+            return
+        history = self._memory.load(now_ms)
+        self._emit.resume_trace(state)
+        self._queue.count_restored()
+        if self._driver.timed_out(state, now_ms):
+            step = self._runtime.timeout(state, now_ms)
+            yield from self._continue(step, usage_of(state), history, now_ms)
+            return
+        self._metrics.calls_reissued.inc()
+        self._driver.issue(state, history, now_ms)
+
+    def _resume_ready(self) -> Iterator[Any]:
+        """Go on with the key's first ready set-aside run; returns whether one went on."""
+        raise NotImplementedError
+
+    def _wake_parked(self, state: RunState, now_ms: int) -> Iterator[Any]:
+        """Apply a timer to the key's parked run."""
+        raise NotImplementedError
