@@ -59,6 +59,7 @@ from pyflink.datastream import KeyedProcessFunction, OutputTag, RuntimeContext
 from pyflink.datastream.functions import TimeDomain
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
+from streamagents.operators.agent import AgentRuntime, Outcome, RunState, Step
 from streamagents.operators.agent.approvals import (
     forgotten,
     is_decision_line,
@@ -76,7 +77,6 @@ from streamagents.operators.agent.records import (
     numbered,
     parse_input,
 )
-from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState, Step
 from streamagents.operators.flink._earliest_base import EarliestBase
 from streamagents.operators.flink._engine_loop import EngineLoop, Timed
 from streamagents.operators.flink._frozen_heap import freeze_long_lived

@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 from example_jobs import EXAMPLES, example_runtime
 
-from streamagents.operators.agent import AgentRuntime
+from streamagents.operators.agent import AgentRuntime, Step
 from streamagents.operators.agent.approvals import parse_line
 from streamagents.operators.agent.followups import followup_line
 from streamagents.operators.agent.records import InputRecord
-from streamagents.operators.agent.runtime import Step
 from streamagents.serde.messages import ChatMessage
 
 REQUESTS = EXAMPLES / "data" / "watch" / "requests" / "requests.jsonl"

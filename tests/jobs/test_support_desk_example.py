@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 from example_jobs import EXAMPLES, example_runtime
 
-from streamagents.operators.agent import AgentRuntime
+from streamagents.operators.agent import AgentRuntime, Step
 from streamagents.operators.agent.approvals import parse_line
 from streamagents.operators.agent.records import InputRecord
-from streamagents.operators.agent.runtime import Step
 
 DESK = EXAMPLES / "data" / "desk"
 

@@ -29,8 +29,15 @@ from provider_wire import snake, wire_bytes
 from streamagents.connectors.loopback_stub import RecordedRequest, StubReply
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel
-from streamagents.operators.agent import AgentConfig, AgentRuntime, ModelSpec, ToolRegistry
-from streamagents.operators.agent.runtime import Outcome, RunState, Step
+from streamagents.operators.agent import (
+    AgentConfig,
+    AgentRuntime,
+    ModelSpec,
+    Outcome,
+    RunState,
+    Step,
+    ToolRegistry,
+)
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
 from streamagents.serde.messages import ChatMessage, ToolCall
 

@@ -14,11 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from streamagents.operators.agent import tool
+from streamagents.operators.agent import AgentRuntime, RunState, Step, tool
 from streamagents.operators.agent.approvals import ApprovalDecision
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.agent.parked_keys import goes_aside, next_ready, refusal, run_of_call
-from streamagents.operators.agent.runtime import AgentRuntime, RunState, Step
 from streamagents.serde.messages import ChatMessage
 
 T0 = 1_000_000

@@ -12,7 +12,7 @@ from doubles import ScriptedTestModel, answer, calls, scripted_runtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamagents.operators.agent import tool
+from streamagents.operators.agent import AgentRuntime, Step, tool
 from streamagents.operators.agent.approvals import (
     ApprovalDecision,
     decision_line,
@@ -25,7 +25,7 @@ from streamagents.operators.agent.approvals import (
 )
 from streamagents.operators.agent.config import AgentConfig, ModelSpec, ToolRef
 from streamagents.operators.agent.records import InputError, InputRecord
-from streamagents.operators.agent.runtime import AgentRuntime, Step, run_id_for
+from streamagents.operators.agent.run_state import run_id_for
 from streamagents.operators.agent.tools import Tool
 from streamagents.operators.otel_spans import LiveSpans, SpanRecord, spans_from_events
 from streamagents.serde.events import AgentEvent

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
+from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import Budgets
-from streamagents.operators.agent.runtime import AgentRuntime
 
 RAW = '{"id": "in-1", "key": "k", "text": "go"}'
 

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from streamagents.operators.agent import RunState, Step
 from streamagents.operators.agent.config import AgentConfig, FollowupConfig, ModelSpec
 from streamagents.operators.agent.followups import (
     TOOL_NAME,
@@ -23,7 +24,7 @@ from streamagents.operators.agent.followups import (
     schedule,
 )
 from streamagents.operators.agent.records import parse_input
-from streamagents.operators.agent.runtime import RunState, Step, run_id_for
+from streamagents.operators.agent.run_state import run_id_for
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.events import AgentEvent
 
