@@ -6,9 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.providers import ChatModel, create_model
-from streamagents.connectors.providers.gemini import ContextCacheSettings
-from streamagents.connectors.providers.sdk_process import SdkProcessModel, wants_worker
+from streamagents.connectors.providers import ChatModel, PrefixCache, create_model
 from streamagents.operators.agent.config import AgentConfig, ToolRef
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool
 from streamagents.serde.message_json import MessageJson
@@ -28,22 +26,27 @@ class RuntimeParts(NamedTuple):
 def runtime_parts(config: AgentConfig, model: ChatModel | None = None) -> RuntimeParts:
     """Build the model (unless one is given), tools and media store a config names."""
     store = MediaStore(config.media_store)
-    spec = config.model
-    options = dict(spec.options)
-    if config.builtin_tools.enabled():
-        options["builtin_tools"] = config.builtin_tools.enabled()
-    cache = config.context_cache
-    if cache.enabled:
-        options["context_cache"] = ContextCacheSettings(
-            ttl_s=cache.ttl_s,
-            min_tokens=cache.min_tokens,
-            display_name=f"streamagents {config.job_id}"[:128],
-        )
     message_json = MessageJson()
     if model is None:
-        model = create_model(spec.provider, spec.model, media_store=store, **options)
-        if wants_worker(spec.sdk_process):
-            model = SdkProcessModel(model, message_json)
+        spec = config.model
+        options = dict(spec.options)
+        if config.builtin_tools.enabled():
+            options["builtin_tools"] = config.builtin_tools.enabled()
+        cache = config.context_cache
+        prefix_cache = (
+            PrefixCache(ttl_s=cache.ttl_s, min_tokens=cache.min_tokens, owner=config.job_id)
+            if cache.enabled
+            else None
+        )
+        model = create_model(
+            spec.provider,
+            spec.model,
+            sdk_process=spec.sdk_process,
+            message_json=message_json,
+            prefix_cache=prefix_cache,
+            media_store=store,
+            **options,
+        )
     tools = ToolRegistry(
         [_declared_tool(entry) for entry in config.tools],
         timeout_s=config.tool_timeout_s,
