@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from streamagents.operators.agent._run_draft import RunDraft
 from streamagents.operators.agent.approvals import ApprovalDecision
-from streamagents.operators.agent.records import ErrorInfo, dead_letter_record
+from streamagents.operators.agent.emitted_records import DeadLetter
+from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_endings import fail
 from streamagents.operators.agent.run_state import RunState, Step, ToolAction
 from streamagents.operators.agent.tool_turn import call_of, record_results
@@ -143,7 +144,7 @@ def _refusal(
             f"({verdict}) with other arguments or verdict; the first decision stands",
         )
     key = state.key if state is not None else key
-    letter = dead_letter_record(
+    letter = DeadLetter.build(
         "approval",
         error,
         json.dumps({"approval": decision.model_dump(exclude_none=True)}, ensure_ascii=False),

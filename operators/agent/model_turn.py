@@ -4,12 +4,12 @@ person's decision parked with an approval request, `schedule_followup` answered 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 
 from streamagents.operators.agent._run_draft import RunDraft
 from streamagents.operators.agent.approvals import PendingApproval
+from streamagents.operators.agent.emitted_records import ApprovalRequest
 from streamagents.operators.agent.followups import TOOL_NAME as FOLLOWUP_TOOL
 from streamagents.operators.agent.followups import Followup, confirmation, schedule
 from streamagents.operators.agent.records import ErrorInfo
@@ -114,7 +114,7 @@ def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str)
     answer `schedule_followup`; the turn ends at once when nothing is left to run."""
     request_ids = [run.emit("tool_request", upstream=response_id, tool_calls=[c]) for c in calls]
     approvals: list[PendingApproval] = []
-    requests: list[str] = []
+    requests: list[ApprovalRequest] = []
     runtime = run.runtime
     for call, request_id in zip(calls, request_ids, strict=True):
         found = runtime.tools.get(call.name)
@@ -184,19 +184,18 @@ def _answer_followups(
     return results
 
 
-def _approval_request(run: RunDraft, call: ToolCall, approval: PendingApproval) -> str:
-    """The approval request record of a call: what a person needs to decide on it."""
+def _approval_request(run: RunDraft, call: ToolCall, approval: PendingApproval) -> ApprovalRequest:
+    """The approval request of a call: what a person needs to decide on it."""
     said = [m.content for m in run.data["messages"] if m.role == "assistant" and m.content]
-    record = {
-        "call_id": approval.call_id,
-        "tool_call_id": call.id,
-        "run_id": run.data["run_id"],
-        "input_id": run.data["input_id"],
-        "key": run.data["key"],
-        "tool": call.name,
-        "arguments": call.arguments,
-        "text": "\n".join(said),
-        "requested_ms": approval.requested_ms,
-        "deadline_ms": approval.deadline_ms,
-    }
-    return json.dumps(record, ensure_ascii=False)
+    return ApprovalRequest(
+        call_id=approval.call_id,
+        tool_call_id=call.id,
+        run_id=run.data["run_id"],
+        input_id=run.data["input_id"],
+        key=run.data["key"],
+        tool=call.name,
+        arguments=call.arguments,
+        text="\n".join(said),
+        requested_ms=approval.requested_ms,
+        deadline_ms=approval.deadline_ms,
+    )

@@ -3,14 +3,16 @@ maybe a dead letter), and the errors of the budgets that end runs."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from typing import Literal
 
 from streamagents.operators.agent._run_draft import RunDraft
 from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.emitted_records import OutputRecord
 from streamagents.operators.agent.memory import trim_history
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_state import Step
+from streamagents.serde.chat import TokenUsage
 from streamagents.serde.messages import ChatMessage
 
 __all__ = ["budget_error", "fail", "finish", "timeout_error"]
@@ -33,33 +35,31 @@ def timeout_error(config: AgentConfig) -> ErrorInfo:
 
 
 def _output(
-    run: RunDraft, status: str, message: ChatMessage | None, error: ErrorInfo | None
-) -> str:
+    run: RunDraft,
+    status: Literal["ok", "error"],
+    message: ChatMessage | None,
+    error: ErrorInfo | None,
+) -> OutputRecord:
+    """The run's output record: its answer (parts only when it has media) or its error."""
     data = run.data
-    parts = (
-        [p.model_dump(mode="json") for p in message.parts]
-        if message is not None and message.has_media
-        else []
+    return OutputRecord(
+        id=data["input_id"],
+        key=data["key"],
+        run_id=data["run_id"],
+        status=status,
+        text=message.content if message is not None else "",
+        parts=message.parts if message is not None and message.has_media else [],
+        error=error,
+        usage=TokenUsage(
+            input_tokens=data["input_tokens"],
+            output_tokens=data["output_tokens"],
+            cached_tokens=data["cached_tokens"],
+        ),
+        model_calls=data["model_calls"],
+        tool_calls=data["tool_calls"],
+        latency_ms=max(0, run.now_ms - data["started_ms"]),
+        attributes=data["attributes"],
     )
-    record = {
-        "id": data["input_id"],
-        "key": data["key"],
-        "run_id": data["run_id"],
-        "status": status,
-        "text": message.content if message is not None else "",
-        "parts": parts,
-        "error": error.model_dump(exclude_none=True) if error is not None else None,
-        "usage": {
-            "input_tokens": data["input_tokens"],
-            "output_tokens": data["output_tokens"],
-            "cached_tokens": data["cached_tokens"],
-        },
-        "model_calls": data["model_calls"],
-        "tool_calls": data["tool_calls"],
-        "latency_ms": max(0, run.now_ms - data["started_ms"]),
-        "attributes": data["attributes"],
-    }
-    return json.dumps(record, ensure_ascii=False)
 
 
 def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) -> Step:

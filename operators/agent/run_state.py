@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from streamagents.operators.agent.approvals import PendingApproval
+from streamagents.operators.agent.emitted_records import ApprovalRequest, DeadLetter, OutputRecord
 from streamagents.operators.agent.followups import Followup
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.serde.chat import ChatResponse, RetryAttempt
@@ -183,8 +184,8 @@ class Step(BaseModel):
         default_factory=list,
         description="Event-log records to emit (`RunEvent.json()` where text is needed).",
     )
-    output: str | None = Field(default=None, description="Output record JSON when finished.")
-    dead_letter: str | None = Field(default=None, description="Dead-letter JSON, if any.")
+    output: OutputRecord | None = Field(default=None, description="The output when finished.")
+    dead_letter: DeadLetter | None = Field(default=None, description="A dead letter, if any.")
     history: list[ChatMessage] | None = Field(
         default=None,
         description="The key's new short-term history when the run finished and it changed; "
@@ -193,8 +194,8 @@ class Step(BaseModel):
     stale: bool = Field(
         default=False, description="The outcome was for another action and was ignored."
     )
-    approval_requests: list[str] = Field(
-        default_factory=list, description="Approval request records (JSON) to emit."
+    approval_requests: list[ApprovalRequest] = Field(
+        default_factory=list, description="Approval requests to emit."
     )
     settled: dict[str, str] = Field(
         default_factory=dict,

@@ -35,16 +35,12 @@ from streamagents.operators.agent._run_events import event_id_for
 from streamagents.operators.agent.approvals import ApprovalDecision
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.documents import documents_message
+from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.followups import TOOL_NAME as FOLLOWUP_TOOL
 from streamagents.operators.agent.followups import Followup, is_followup_line, tool_spec
 from streamagents.operators.agent.memory import history_expired
 from streamagents.operators.agent.model_turn import apply_model_outcome
-from streamagents.operators.agent.records import (
-    ErrorInfo,
-    InputRecord,
-    dead_letter_record,
-    parse_input,
-)
+from streamagents.operators.agent.records import ErrorInfo, InputRecord, parse_input
 from streamagents.operators.agent.run_endings import fail, timeout_error
 from streamagents.operators.agent.run_state import (
     ModelAction,
@@ -244,12 +240,12 @@ class AgentRuntime:
         except Exception as exc:
             return f"<raw input unavailable: {type(exc).__name__}>"
 
-    def dead_letter(self, state: RunState, error: ErrorInfo) -> str:
+    def dead_letter(self, state: RunState, error: ErrorInfo) -> DeadLetter:
         """The dead letter of a run that failed: `error` and the input as received.
 
         Reads the store when the input was large: the engine calls it off its task thread.
         """
-        return dead_letter_record(
+        return DeadLetter.build(
             "run", error, self.received_input(state), key=state.key, record_id=state.input_id
         )
 

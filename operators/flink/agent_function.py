@@ -68,12 +68,12 @@ from streamagents.operators.agent.approvals import (
     settled_fingerprint,
 )
 from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.emitted_records import OutputRecord, dead_letter_record
 from streamagents.operators.agent.followups import Followup, followup_line
 from streamagents.operators.agent.parked_keys import goes_aside, next_ready, refusal, run_of_call
 from streamagents.operators.agent.records import (
     ErrorInfo,
     InputRecord,
-    dead_letter_record,
     numbered,
     parse_input,
 )
@@ -147,14 +147,14 @@ def _totals(state: RunState) -> UsageTotals:
     )
 
 
-def _output_totals(output: dict[str, Any]) -> UsageTotals:
-    usage = output.get("usage") or {}
+def _output_totals(output: OutputRecord) -> UsageTotals:
+    usage = output.usage
     return UsageTotals(
-        output.get("model_calls", 0),
-        output.get("tool_calls", 0),
-        usage.get("input_tokens", 0),
-        usage.get("output_tokens", 0),
-        usage.get("cached_tokens", 0),
+        output.model_calls,
+        output.tool_calls,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_tokens,
     )
 
 
@@ -430,9 +430,9 @@ class AgentFunction(KeyedProcessFunction):
         self._trace(step.events, run_ended=step.state is None)
         if step.dead_letter is not None:
             self._metrics.dead_letters.inc()
-            yield DEAD_LETTERS_TAG, step.dead_letter
+            yield DEAD_LETTERS_TAG, step.dead_letter.to_json()
         for request in step.approval_requests:
-            yield APPROVAL_REQUESTS_TAG, request
+            yield APPROVAL_REQUESTS_TAG, request.to_json()
         for followup_id in step.cancelled:
             self._followups.remove(followup_id)
         self._remember(step.settled, now_ms)
@@ -565,7 +565,7 @@ class AgentFunction(KeyedProcessFunction):
         yield from self._emit_events(step.events)
         if step.dead_letter is not None:
             self._metrics.dead_letters.inc()
-            yield DEAD_LETTERS_TAG, step.dead_letter
+            yield DEAD_LETTERS_TAG, step.dead_letter.to_json()
 
     def _busy(self, key: str) -> bool:
         """Whether the key has a run in progress (a live call, or a run in its `run` state)."""
@@ -608,7 +608,7 @@ class AgentFunction(KeyedProcessFunction):
         self._remember(step.settled, now_ms)
         if step.dead_letter is not None:
             self._metrics.dead_letters.inc()
-            yield DEAD_LETTERS_TAG, step.dead_letter
+            yield DEAD_LETTERS_TAG, step.dead_letter.to_json()
         yield from self._ended(step, key, ctx)
 
     def _ended(
@@ -618,11 +618,10 @@ class AgentFunction(KeyedProcessFunction):
         with `before`, the calls and tokens it used since then are counted too."""
         failed = step.dead_letter is not None
         if step.output is not None:
-            output = json.loads(step.output)
             if before is not None:
-                self._metrics.usage(before, _output_totals(output))
-            failed = failed or output.get("status") != "ok"
-            yield step.output
+                self._metrics.usage(before, _output_totals(step.output))
+            failed = failed or step.output.status != "ok"
+            yield step.output.to_json()
         (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
         yield from self._keep_followups(step.followups, key, ctx)
 
@@ -889,7 +888,7 @@ class AgentFunction(KeyedProcessFunction):
         self._metrics.runs_failed.inc()
         self._metrics.dead_letters.inc()
         error_info = ErrorInfo.from_exception(error)
-        yield DEAD_LETTERS_TAG, self._runtime.dead_letter(call.state, error_info)
+        yield DEAD_LETTERS_TAG, self._runtime.dead_letter(call.state, error_info).to_json()
         if self._telemetry is not None:
             self._telemetry.end(call.state.run_id)
         self._run.clear()

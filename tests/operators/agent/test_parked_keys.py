@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import answer, calls, scripted_runtime
+from doubles import answer, calls, emitted_json, scripted_runtime
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -159,7 +159,7 @@ def test_a_separate_run_sees_memory_without_the_parked_turn_which_joins_it_on_re
         "refund A1 please",
         "Refunded 30 on A1.",
     ]
-    outputs = [json.loads(s.output or "{}") for s in (separate, done)]
+    outputs = [emitted_json(s.output) for s in (separate, done)]
     assert [o["id"] for o in outputs] == ["b-1", "a-1"]
     assert outputs[0]["run_id"] != outputs[1]["run_id"]
     run_ids = {json.loads(e.json())["run_id"] for e in separate.events}
