@@ -34,7 +34,7 @@ def timeout_error(config: AgentConfig) -> ErrorInfo:
     return budget_error("run_timeout_s", limit, f"the run took {limit:g} s or longer")
 
 
-def _output(
+def _output_record(
     run: RunDraft,
     status: Literal["ok", "error"],
     message: ChatMessage | None,
@@ -65,7 +65,7 @@ def _output(
 def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) -> Step:
     """End the run with the model's answer: its output, and the key's history with the
     run's messages added, trimmed to the memory bounds."""
-    output = _output(run, "ok", message, None)
+    output = _output_record(run, "ok", message, None)
     run.emit(
         "output",
         messages=[message],
@@ -110,7 +110,7 @@ def fail(run: RunDraft, error: ErrorInfo, dead_letter: bool = False) -> Step:
         error_message=error.message,
         attributes=facts,
     )
-    output = _output(run, "error", None, error)
+    output = _output_record(run, "error", None, error)
     run.emit("output", attributes={"input_id": run.data["input_id"], "status": "error"})
     letter = run.runtime.dead_letter(run.state, error) if dead_letter else None
     return Step(
