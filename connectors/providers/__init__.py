@@ -24,7 +24,10 @@ from streamagents.connectors.providers._errors import (
     ServerError,
     UnsupportedContent,
 )
+from streamagents.connectors.providers._prefix_cache import PrefixCache
 from streamagents.connectors.providers._retry import RetryBudget, RetryPolicy
+from streamagents.connectors.providers.sdk_process import SdkProcessModel, wants_worker
+from streamagents.serde.message_json import MessageJson
 
 if TYPE_CHECKING:
     from streamagents.connectors.providers.gemini import (
@@ -45,6 +48,7 @@ __all__ = [
     "MalformedResponse",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "PrefixCache",
     "ProviderError",
     "RateLimited",
     "RequestTimeout",
@@ -84,13 +88,25 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_ADAPTERS[name]), name)
 
 
-def create_model(provider: str, model: str, **options: Any) -> ChatModel:
+def create_model(
+    provider: str,
+    model: str,
+    *,
+    sdk_process: bool | None = False,
+    message_json: MessageJson | None = None,
+    prefix_cache: PrefixCache | None = None,
+    **options: Any,
+) -> ChatModel:
     """Build the adapter for `provider` ("gemini", "gemini-interactions", "openai",
-    "openai-responses") and `model`.
+    "openai-responses") and `model`, ready to use.
 
     `options` are the adapter's constructor keyword arguments: the shared `ModelOptions`
     (api_key, base_url, timeout, max_retries, retry, retry_budget, media_store, generation)
-    and its family's own; an unknown one is a `TypeError` that names it.
+    and its family's own; an unknown one is a `TypeError` that names it. `prefix_cache`
+    asks for the request prefix to be cached on the server (Gemini's `context_cache`).
+    `sdk_process` runs the adapter's SDK requests in a worker process (`SdkProcessModel`):
+    True, False, or None where this process may use two cores or more (`wants_worker`);
+    `message_json` is the caller's cache of messages' JSON, which the worker's requests share.
     """
     providers = _providers()
     try:
@@ -98,4 +114,11 @@ def create_model(provider: str, model: str, **options: Any) -> ChatModel:
     except KeyError:
         known = ", ".join(sorted(providers))
         raise ValueError(f"unknown model provider {provider!r}; known: {known}") from None
-    return adapter(model, **options)  # type: ignore[call-arg]
+    if prefix_cache is not None:
+        from streamagents.connectors.providers.gemini._context_cache import (
+            ContextCacheSettings,
+        )
+
+        options["context_cache"] = ContextCacheSettings.for_prefix(prefix_cache)
+    built = adapter(model, **options)  # type: ignore[call-arg]
+    return SdkProcessModel(built, message_json) if wants_worker(sdk_process) else built

@@ -1,7 +1,8 @@
 """The agent core in plain Python: config, tools, memory, records and the run state machine.
 
 Nothing here imports PyFlink: `AgentRuntime` turns an input record into model and tool
-calls step by step, and `streamagents.operators.flink` drives it on a keyed stream.
+calls step by step (each step a `Step`, the run between steps a `RunState`, what a call
+brought an `Outcome`), and `streamagents.operators.flink` drives it on a keyed stream.
 
 ```python
 config = AgentConfig(model=ModelSpec(provider="gemini", model="..."), tools=["my_tools:lookup"])
@@ -19,6 +20,7 @@ from streamagents.operators.agent.config import (
     ModelSpec,
     TelemetryConfig,
 )
+from streamagents.operators.agent.run_state import Outcome, RunState, Step
 from streamagents.operators.agent.runtime import AgentRuntime
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool, tool
 
@@ -29,6 +31,9 @@ __all__ = [
     "InputLimits",
     "MemoryConfig",
     "ModelSpec",
+    "Outcome",
+    "RunState",
+    "Step",
     "TelemetryConfig",
     "Tool",
     "ToolRegistry",

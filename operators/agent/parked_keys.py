@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.records import ErrorInfo
-from streamagents.operators.agent.runtime import RunState
+from streamagents.operators.agent.run_state import RunState
 
 __all__ = ["goes_aside", "next_ready", "refusal", "run_of_call"]
 

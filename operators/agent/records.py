@@ -1,4 +1,6 @@
-"""Input parsing and the JSON records a run emits: outputs and dead letters.
+"""Input parsing: from one input line to an `InputRecord`, or an `InputError` naming the rule
+it broke; and `ErrorInfo`, why a run or a call failed. (The records the agent emits are in
+`emitted_records`.)
 
 An input record is one JSON object (one JSONL line) of strict JSON within `InputLimits`,
 with an optional `id` (else the sha256 of the raw line, which the engine numbers by its
@@ -27,7 +29,6 @@ __all__ = [
     "ErrorInfo",
     "InputError",
     "InputRecord",
-    "dead_letter_record",
     "decode_line",
     "key_of",
     "numbered",
@@ -337,44 +338,3 @@ def offload_input(record: InputRecord, store: MediaStore, threshold_bytes: int) 
     else:
         obj[_DIGEST_FIELD] = record.id
     return json.dumps(obj, ensure_ascii=False)
-
-
-def _given_id(received: str) -> str | None:
-    """The id a received line gives, when one can be read from it (it may not parse)."""
-    try:
-        obj = json.loads(received)
-    except (TypeError, ValueError, RecursionError):
-        return None
-    record_id = obj.get("id") if isinstance(obj, dict) else None
-    return record_id if isinstance(record_id, str) else None
-
-
-def dead_letter_record(
-    stage: str,
-    error: ErrorInfo,
-    received: str,
-    *,
-    key: str | None = None,
-    record_id: str | None = None,
-) -> str:
-    """A dead-letter record as JSON: where it failed, why, and the input line as received.
-
-    Every dead letter is built here, so none lacks its input: `received` is the whole line
-    (a caller whose run kept it in the media store reads it back first). `record_id`
-    defaults to the id the line gives, if any.
-    """
-    letter = {
-        "stage": stage,
-        "error_type": error.type,
-        "reason": error.message,
-        "key": key,
-        "id": record_id if record_id is not None else _given_id(received),
-        "input": received,
-    }
-    text = json.dumps(letter, ensure_ascii=False)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate in the line as received: escape it
-            text = json.dumps(letter)
-    return text

@@ -1,10 +1,11 @@
 """What the engine emits: outputs, dead letters, approval requests and run events.
 
-Outputs go to the operator's main output as they are; the other records go to side
-outputs, paired with the tag the binding gave (`SideOutputs`: PyFlink `OutputTag`s in a
-job, plain names in tests). Run events go to the subtask's event-log writer when it has
-one (no side output, no JSON), else to the events side output as JSON text, and to the
-live telemetry, which builds their spans, when it is configured.
+Records arrive typed and are serialised here, once, as they are emitted. Outputs go to
+the operator's main output; the other records go to side outputs, paired with the tag the
+binding gave (`SideOutputs`: PyFlink `OutputTag`s in a job, plain names in tests). Run
+events go to the subtask's event-log writer when it has one (no side output, no JSON),
+else to the events side output as JSON text, and to the live telemetry, which builds
+their spans, when it is configured.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from streamagents.operators.agent.runtime import RunState
+from streamagents.operators.agent import RunState
+from streamagents.operators.agent.emitted_records import ApprovalRequest, DeadLetter, OutputRecord
 from streamagents.operators.engine.metrics import EngineMetrics
 from streamagents.operators.otel_live import LiveTelemetry
 from streamagents.serde.events import RunEvent
@@ -72,14 +74,18 @@ class Emitter:
             self._metrics.spans_exported.set(self._telemetry.exported)
             self._metrics.spans_dropped.set(self._telemetry.dropped)
 
-    def dead_letter(self, letter: str) -> tuple[Any, str]:
+    def output(self, output: OutputRecord) -> str:
+        """A run's output record as a main-output element."""
+        return output.to_json()
+
+    def dead_letter(self, letter: DeadLetter) -> tuple[Any, str]:
         """A dead-letter record as a side-output element."""
         self._metrics.dead_letters.inc()
-        return self._tags.dead_letters, letter
+        return self._tags.dead_letters, letter.to_json()
 
-    def approval_request(self, request: str) -> tuple[Any, str]:
+    def approval_request(self, request: ApprovalRequest) -> tuple[Any, str]:
         """An approval request record as a side-output element."""
-        return self._tags.approval_requests, request
+        return self._tags.approval_requests, request.to_json()
 
     def resume_trace(self, state: RunState) -> None:
         """A run restored from a checkpoint goes on: its span goes on from its state."""

@@ -13,8 +13,9 @@ import json
 from collections.abc import Iterator
 
 from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.followups import Followup, followup_line
-from streamagents.operators.agent.records import ErrorInfo, dead_letter_record
+from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.engine.input_end import InputEnd
 from streamagents.operators.engine.keyed_port import KeyedPort, StateKind
 
@@ -38,7 +39,7 @@ class FollowupTimers:
         waiting = [Followup.model_validate_json(v) for v in self._followups.values()]
         return sorted(waiting, key=lambda f: (f.due_ms, f.id))
 
-    def keep(self, followups: list[Followup]) -> list[str]:
+    def keep(self, followups: list[Followup]) -> list[DeadLetter]:
         """Keep the follow-ups a run scheduled, each with its due-time timer and the key's
         end-of-input timer; once the input has ended, their dead letters instead."""
         if not followups:
@@ -56,7 +57,7 @@ class FollowupTimers:
         for followup_id in followup_ids:
             self._followups.remove(followup_id)
 
-    def drop(self, followups: list[Followup]) -> list[str]:
+    def drop(self, followups: list[Followup]) -> list[DeadLetter]:
         """At the end of a bounded input: the dead letter of each waiting follow-up, holding
         its input line to send again when it should still run."""
         letters = []
@@ -69,7 +70,7 @@ class FollowupTimers:
             )
             line = followup_line(followup, self._key_field)
             letters.append(
-                dead_letter_record(
+                DeadLetter.build(
                     "followup",
                     error,
                     line,

@@ -12,11 +12,11 @@ decision from a stale one. See docs/approvals.md.
 
 from __future__ import annotations
 
+from streamagents.operators.agent import RunState
 from streamagents.operators.agent.approvals import forgotten, settled_entry, settled_fingerprint
 from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.parked_keys import goes_aside, next_ready, refusal
-from streamagents.operators.agent.records import dead_letter_record
-from streamagents.operators.agent.runtime import RunState
 from streamagents.operators.engine.input_queue import InputQueue
 from streamagents.operators.engine.keyed_port import KeyedPort, StateKind
 
@@ -74,7 +74,9 @@ class ParkedRuns:
             return None
         return next_ready(RunState.model_validate_json(v) for v in self._aside.values())
 
-    def refusal_letter(self, raw: str, stored_run: str | None, queue: InputQueue) -> str | None:
+    def refusal_letter(
+        self, raw: str, stored_run: str | None, queue: InputQueue
+    ) -> DeadLetter | None:
         """The dead letter of an input the key, having a parked run, holds no more room for;
         None when it has room or no parked run."""
         parked = len(list(self._aside.keys())) if self.separate else 0
@@ -86,7 +88,7 @@ class ParkedRuns:
         error = refusal(parked + queue.length(), bound, self._config.while_parked)
         if error is None:
             return None
-        return dead_letter_record("queue", error, raw, key=self._port.current_key())
+        return DeadLetter.build("queue", error, raw, key=self._port.current_key())
 
     def settled(self, call_id: str) -> str | None:
         """The fingerprint of how the key settled `call_id`, if it remembers."""

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from streamagents.operators.agent import RunState, Step
 from streamagents.operators.agent.approvals import read_decision_line
 from streamagents.operators.agent.parked_keys import run_of_call
-from streamagents.operators.agent.runtime import RunState, Step
 from streamagents.operators.engine.run_steps import RunSteps, usage_of
 
 __all__ = ["ParkedSteps"]

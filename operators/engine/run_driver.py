@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState
+from streamagents.operators.agent import AgentRuntime, Outcome, RunState
 from streamagents.operators.engine.earliest_timeout import EarliestTimeout
 from streamagents.operators.engine.engine_loop import Timed
 from streamagents.operators.engine.input_end import InputEnd
@@ -62,7 +62,10 @@ class Call:
 
 
 class RunDriver:
-    """The subtask's live calls by key, when to look at each, and when to give one up."""
+    """The subtask's live calls by key, when to look at each, and when to give one up.
+
+    `clock_s` is the monotonic clock (seconds) the runner's `Timed` results use: call
+    durations feed the poll schedule."""
 
     def __init__(
         self,
@@ -72,8 +75,10 @@ class RunDriver:
         run_timeout_s: float,
         input_end: InputEnd,
         metrics: EngineMetrics,
+        clock_s: Callable[[], float] = time.monotonic,
     ) -> None:
         self._port = port
+        self._clock_s = clock_s
         self._runner = runner
         self._runtime = runtime
         self._timeout_ms = int(run_timeout_s * 1000)
@@ -105,7 +110,7 @@ class RunDriver:
             state=state,
             history=history,
             future=self._runner.submit(self._runtime.perform(state, history)),
-            submitted=time.monotonic(),
+            submitted=self._clock_s(),
             kind=state.pending.kind,
         )
         key = self._port.current_key()
@@ -119,7 +124,7 @@ class RunDriver:
         if self._input_end.draining:
             call.drain_at = self._input_end.next_look()
             return
-        elapsed_ms = (time.monotonic() - call.submitted) * 1000
+        elapsed_ms = (self._clock_s() - call.submitted) * 1000
         delay = self._schedule.next_delay_ms(call.kind, elapsed_ms)
         call.poll_at = now_ms + max(1, min(delay, self.deadline(call) - now_ms))
         self._port.register_processing_timer(call.poll_at)

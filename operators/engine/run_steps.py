@@ -8,13 +8,14 @@ ended with its records, the key's next input then started.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from streamagents.operators.agent import AgentRuntime, RunState, Step
 from streamagents.operators.agent.config import AgentConfig
-from streamagents.operators.agent.records import ErrorInfo, dead_letter_record, parse_input
-from streamagents.operators.agent.runtime import AgentRuntime, RunState, Step
+from streamagents.operators.agent.emitted_records import DeadLetter, OutputRecord
+from streamagents.operators.agent.records import ErrorInfo, parse_input
 from streamagents.operators.engine.emitter import Emitter
 from streamagents.operators.engine.followup_timers import FollowupTimers
 from streamagents.operators.engine.input_end import InputEnd
@@ -40,15 +41,15 @@ def usage_of(state: RunState) -> UsageTotals:
     )
 
 
-def _output_usage(output: dict[str, Any]) -> UsageTotals:
+def _output_usage(output: OutputRecord) -> UsageTotals:
     """The calls and tokens a finished run used, as its output record counts them."""
-    usage = output.get("usage") or {}
+    usage = output.usage
     return UsageTotals(
-        output.get("model_calls", 0),
-        output.get("tool_calls", 0),
-        usage.get("input_tokens", 0),
-        usage.get("output_tokens", 0),
-        usage.get("cached_tokens", 0),
+        output.model_calls,
+        output.tool_calls,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_tokens,
     )
 
 
@@ -63,6 +64,7 @@ class RunSteps:
         runner: CallRunner,
         metrics: EngineMetrics,
         emitter: Emitter,
+        clock_s: Callable[[], float] = time.monotonic,
     ) -> None:
         self._port = port
         self._config = config
@@ -76,7 +78,7 @@ class RunSteps:
         self._parked = ParkedRuns(port, config)
         self._followups = FollowupTimers(port, config, self._input_end)
         self._driver = RunDriver(
-            port, runner, runtime, config.budgets.run_timeout_s, self._input_end, metrics
+            port, runner, runtime, config.budgets.run_timeout_s, self._input_end, metrics, clock_s
         )
         self._closed = False
 
@@ -96,7 +98,7 @@ class RunSteps:
                 step = self._runtime.start(record, history, now, self._followups.waiting())
             except Exception as error:
                 self._metrics.runs_failed.inc()
-                letter = dead_letter_record(
+                letter = DeadLetter.build(
                     "run",
                     ErrorInfo.from_exception(error),
                     raw,
@@ -161,11 +163,10 @@ class RunSteps:
         with `before`, the calls and tokens it used since then are counted too."""
         failed = step.dead_letter is not None
         if step.output is not None:
-            output = json.loads(step.output)
             if before is not None:
-                self._metrics.usage(before, _output_usage(output))
-            failed = failed or output.get("status") != "ok"
-            yield step.output
+                self._metrics.usage(before, _output_usage(step.output))
+            failed = failed or step.output.status != "ok"
+            yield self._emit.output(step.output)
         (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
         for letter in self._followups.keep(step.followups):
             yield self._emit.dead_letter(letter)

@@ -21,11 +21,11 @@ from pyflink.datastream import ProcessFunction, RuntimeContext
 from streamagents.connectors.media import MediaStore
 from streamagents.operators.agent.approvals import decision_line, parse_line
 from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.emitted_records import dead_letter_record
 from streamagents.operators.agent.records import (
     ErrorInfo,
     InputError,
     InputRecord,
-    dead_letter_record,
     offload_input,
 )
 from streamagents.operators.flink._task_watch import TaskWatch

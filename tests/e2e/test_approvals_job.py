@@ -28,7 +28,7 @@ from scripted_job import scripted_environment, stub_gemini
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.operators.agent import AgentConfig, Budgets
 from streamagents.operators.agent.config import TelemetryConfig, ToolRef
-from streamagents.operators.agent.runtime import run_id_for
+from streamagents.operators.agent.run_state import run_id_for
 from streamagents.operators.flink import agent_stream
 
 pytestmark = pytest.mark.e2e

@@ -22,7 +22,7 @@ from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.operators.agent import AgentConfig
 from streamagents.operators.agent.config import FollowupConfig
 from streamagents.operators.agent.records import parse_input
-from streamagents.operators.agent.runtime import run_id_for
+from streamagents.operators.agent.run_state import run_id_for
 from streamagents.operators.flink import agent_stream
 
 pytestmark = pytest.mark.e2e

@@ -34,7 +34,7 @@ from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.jobs.cluster import free_port, rest_call
 from streamagents.operators.agent import AgentConfig
 from streamagents.operators.agent.config import ToolRef
-from streamagents.operators.agent.runtime import run_id_for
+from streamagents.operators.agent.run_state import run_id_for
 from streamagents.operators.flink import agent_stream, configure_environment
 
 pytestmark = pytest.mark.e2e

@@ -9,18 +9,17 @@ started from the input line the engine builds when it comes due.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
 import pytest
+from doubles import emitted_json
 from example_jobs import EXAMPLES, example_runtime
 
-from streamagents.operators.agent import AgentRuntime
+from streamagents.operators.agent import AgentRuntime, Step
 from streamagents.operators.agent.approvals import parse_line
 from streamagents.operators.agent.followups import followup_line
 from streamagents.operators.agent.records import InputRecord
-from streamagents.operators.agent.runtime import Step
 from streamagents.serde.messages import ChatMessage
 
 REQUESTS = EXAMPLES / "data" / "watch" / "requests" / "requests.jsonl"
@@ -57,12 +56,12 @@ def test_a_parcel_in_transit_is_checked_again_by_a_followup_that_finds_it_delive
         runtime.clock_ms = lambda: float(later)
         line = followup_line(followup, key_field)
         again = finish(runtime, line, key_field, in_transit.history, later)
-    first = json.loads(in_transit.output or "{}")
+    first = emitted_json(in_transit.output)
     assert "shipment T-4821 is in_transit (Lyon sorting hub" in first["text"]
     assert "I will check again at" in first["text"]
     assert followup.due_ms - now == 30_000 and "T-4821" in followup.note
-    assert "shipment T-5077 is delivered" in json.loads(delivered.output or "{}")["text"]
-    second = json.loads(again.output or "{}")
+    assert "shipment T-5077 is delivered" in emitted_json(delivered.output)["text"]
+    second = emitted_json(again.output)
     assert second["id"] == f"followup-{followup.id}" and second["key"] == "c-310"
     assert second["status"] == "ok" and again.followups == []
     assert "shipment T-4821 is delivered (front door" in second["text"]

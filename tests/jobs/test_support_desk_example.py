@@ -8,22 +8,22 @@ decisions file is checked to name the approvals the example's runs ask for.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
 import pytest
+from doubles import emitted_json
 from example_jobs import EXAMPLES, example_runtime
 
-from streamagents.operators.agent import AgentRuntime
+from streamagents.operators.agent import AgentRuntime, Step
 from streamagents.operators.agent.approvals import parse_line
+from streamagents.operators.agent.emitted_records import ApprovalRequest
 from streamagents.operators.agent.records import InputRecord
-from streamagents.operators.agent.runtime import Step
 
 DESK = EXAMPLES / "data" / "desk"
 
 
-def settle(runtime: AgentRuntime, step: Step, now: int, asked: list[str]) -> Step:
+def settle(runtime: AgentRuntime, step: Step, now: int, asked: list[ApprovalRequest]) -> Step:
     """Perform and advance until the run parks or ends; collect its approval requests."""
     asked += step.approval_requests
     while step.state is not None and not step.state.parked:
@@ -45,10 +45,10 @@ def test_the_decisions_file_approves_one_refund_and_rejects_the_other(
         for line in (DESK / "tickets" / "tickets.jsonl").read_text().splitlines():
             record = parse_line(line, key_field)
             assert isinstance(record, InputRecord)
-            asked: list[str] = []
+            asked: list[ApprovalRequest] = []
             step = settle(runtime, runtime.start(record, [], now), now, asked)
             assert step.state is not None and step.state.parked, record.id
-            [request] = [json.loads(r) for r in asked]
+            [request] = [emitted_json(r) for r in asked]
             assert request["tool"] == "refund"
             parked[request["call_id"]] = step
             requests[record.id] = request
@@ -62,7 +62,7 @@ def test_the_decisions_file_approves_one_refund_and_rejects_the_other(
             decided_step = runtime.decide(before.state, decision, now + 1, key=key)
             step = settle(runtime, decided_step, now, [])
             assert step.output is not None
-            outputs[json.loads(step.output)["id"]] = json.loads(step.output)
+            outputs[emitted_json(step.output)["id"]] = emitted_json(step.output)
     assert requests["desk-1"]["arguments"] == {"order_id": "O-7310", "amount_eur": 129.0}
     assert "129.0 EUR refunded on O-7310" in outputs["desk-1"]["text"]
     assert "the refund was not made" in outputs["desk-2"]["text"]

@@ -29,8 +29,16 @@ from provider_wire import snake, wire_bytes
 from streamagents.connectors.loopback_stub import RecordedRequest, StubReply
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel
-from streamagents.operators.agent import AgentConfig, AgentRuntime, ModelSpec, ToolRegistry
-from streamagents.operators.agent.runtime import Outcome, RunState, Step
+from streamagents.operators.agent import (
+    AgentConfig,
+    AgentRuntime,
+    ModelSpec,
+    Outcome,
+    RunState,
+    Step,
+    ToolRegistry,
+)
+from streamagents.operators.agent.emitted_records import ApprovalRequest, DeadLetter, OutputRecord
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -136,6 +144,13 @@ class Finished:
     states: list[Any]
 
 
+def emitted_json(record: OutputRecord | DeadLetter | ApprovalRequest | None) -> dict[str, Any]:
+    """The JSON object a record is emitted as (`to_json()`, parsed); {} for None."""
+    import json
+
+    return {} if record is None else json.loads(record.to_json())
+
+
 def drive(
     runtime: Any,
     raw: str,
@@ -164,8 +179,8 @@ def drive(
     return Finished(
         steps=steps,
         events=events,
-        output=json.loads(step.output),
-        dead_letter=json.loads(step.dead_letter) if step.dead_letter else None,
+        output=emitted_json(step.output),
+        dead_letter=emitted_json(step.dead_letter) if step.dead_letter else None,
         history=step.history,
         states=states,
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +21,9 @@ from typing import Any
 
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel
+from streamagents.operators.agent import AgentRuntime, Outcome
 from streamagents.operators.agent.approvals import ApprovalDecision, decision_line
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
-from streamagents.operators.agent.runtime import AgentRuntime, Outcome
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.operators.engine import (
     AgentEngine,
@@ -126,9 +125,12 @@ class ManualRunner:
     """Test double of `EngineLoop`: a submitted call waits until the test completes or
     fails it; a task-thread wait on a call completes it (the call finished in the wait)."""
 
-    def __init__(self, max_in_flight: int, key_of: Callable[[], str]) -> None:
+    def __init__(
+        self, max_in_flight: int, key_of: Callable[[], str], clock_s: Callable[[], float]
+    ) -> None:
         self.max_in_flight = max_in_flight
         self._key_of = key_of
+        self._clock_s = clock_s
         self._loop = asyncio.new_event_loop()
         self._calls: list[PendingCall] = []
         self.submitted = 0
@@ -170,14 +172,14 @@ class ManualRunner:
     def complete(self, call: PendingCall) -> None:
         """Run the call's coroutine to its end and resolve its future."""
         self._calls.remove(call)
-        now = time.monotonic()
+        now = self._clock_s()
         try:
             outcome = self._loop.run_until_complete(call.coroutine)  # type: ignore[arg-type]
         except Exception as error:
             call.future.set_exception(error)
             return
         if not call.future.cancelled():
-            call.future.set_result(Timed(outcome, now, time.monotonic()))
+            call.future.set_result(Timed(outcome, now, self._clock_s()))
 
     def fail(self, call: PendingCall, error: Exception) -> None:
         """Resolve the call's future with `error` without running it."""
@@ -222,11 +224,17 @@ class EngineHarness:
         self.runtime.clock_ms = lambda: float(self.port.now_ms())  # the harness clock
         self.metric_group = InMemoryMetricGroup()
         self.metrics = EngineMetrics(self.metric_group)
-        self.runner = ManualRunner(self.config.max_in_flight, lambda: self.port.current_key())
+        self.runner = ManualRunner(
+            self.config.max_in_flight, lambda: self.port.current_key(), self.clock_s
+        )
         emitter = Emitter(TAGS, self.metrics, None, "standard", None, self.config.job_id)
         self.engine = AgentEngine(
-            self.port, self.config, self.runtime, self.runner, self.metrics, emitter
+            self.port, self.config, self.runtime, self.runner, self.metrics, emitter, self.clock_s
         )
+
+    def clock_s(self) -> float:
+        """The harness's monotonic clock: its processing time, in seconds."""
+        return self.port.now_ms() / 1000
 
     # -- what a job does -------------------------------------------------------------------
 

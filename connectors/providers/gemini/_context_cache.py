@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamagents.connectors.providers._errors import BadRequest, ProviderError
+from streamagents.connectors.providers._prefix_cache import PrefixCache
 from streamagents.connectors.providers.gemini.wire import GeminiRequest
 from streamagents.serde.chat import ChatResponse
 
@@ -51,6 +52,16 @@ class ContextCacheSettings:
     more in storage than they save)."""
     display_name: str = "streamagents"
     """Name shown for the cache in the provider's console."""
+
+    @classmethod
+    def for_prefix(cls, cache: PrefixCache) -> ContextCacheSettings:
+        """The settings of a neutral `PrefixCache`: its display name names its owner, within
+        the 128 characters the API takes."""
+        return cls(
+            ttl_s=cache.ttl_s,
+            min_tokens=cache.min_tokens,
+            display_name=f"streamagents {cache.owner}"[:128],
+        )
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,12 @@ from streamagents.connectors.loopback_stub import (
     RecordedRequest,
     StubReply,
 )
-from streamagents.connectors.providers import BadRequest, GeminiChatModel, create_model
+from streamagents.connectors.providers import (
+    BadRequest,
+    GeminiChatModel,
+    PrefixCache,
+    create_model,
+)
 from streamagents.connectors.providers._errors import error_for_status
 from streamagents.connectors.providers.gemini import ContextCacheSettings
 from streamagents.connectors.providers.gemini._context_cache import is_cache_gone
@@ -434,3 +439,14 @@ def test_settings_given_as_plain_data_are_taken() -> None:
     assert gemini.context_cache.settings == ContextCacheSettings(ttl_s=60, min_tokens=5)
     with pytest.raises(TypeError, match="ttl"):
         create_model("gemini", "m", api_key="k", context_cache={"ttl": 60})
+
+
+def test_a_prefix_cache_becomes_the_gemini_context_cache_named_for_its_owner() -> None:
+    owner = "job-" + "x" * 200
+    gemini = create_model(
+        "gemini", "m", api_key="k", prefix_cache=PrefixCache(ttl_s=60, min_tokens=5, owner=owner)
+    )
+    assert isinstance(gemini, GeminiChatModel) and gemini.context_cache is not None
+    settings = gemini.context_cache.settings
+    assert (settings.ttl_s, settings.min_tokens) == (60, 5)
+    assert settings.display_name == f"streamagents {owner}"[:128]

@@ -28,8 +28,9 @@ from streamagents.connectors.providers import (
     RetryPolicy,
     create_model,
 )
-from streamagents.connectors.providers.sdk_process import SdkProcessModel
+from streamagents.connectors.providers.sdk_process import SdkProcessModel, wants_worker
 from streamagents.serde.chat import ChatResponse, ToolSpec
+from streamagents.serde.message_json import MessageJson
 from streamagents.serde.messages import ChatMessage, ToolCall
 from tests.support.provider_wire import PNG
 
@@ -308,3 +309,13 @@ def test_a_worker_loading_one_adapter_imports_no_other_sdk(
         [sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=120
     )
     assert found.stdout.strip() == "[]", found.stdout + found.stderr
+
+
+def test_create_model_wraps_the_adapter_in_a_worker_when_asked() -> None:
+    kept = MessageJson()
+    wrapped = create_model("gemini", "m", api_key="k", sdk_process=True, message_json=kept)
+    assert isinstance(wrapped, SdkProcessModel) and wrapped.model.provider == "gemini"
+    assert wrapped._json is kept  # the caller's message JSON cache, shared
+    assert not isinstance(create_model("gemini", "m", api_key="k"), SdkProcessModel)
+    unset = create_model("gemini", "m", api_key="k", sdk_process=None)
+    assert isinstance(unset, SdkProcessModel) == wants_worker(None)

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamagents.operators.agent.config import AgentConfig, InputLimits, ModelSpec
+from streamagents.operators.agent.emitted_records import dead_letter_record
 from streamagents.operators.agent.records import (
     ErrorInfo,
     InputError,
-    dead_letter_record,
     numbered,
     parse_input,
 )

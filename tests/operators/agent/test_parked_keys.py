@@ -9,16 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import answer, calls, scripted_runtime
+from doubles import answer, calls, emitted_json, scripted_runtime
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from streamagents.operators.agent import tool
+from streamagents.operators.agent import AgentRuntime, RunState, Step, tool
 from streamagents.operators.agent.approvals import ApprovalDecision
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.agent.parked_keys import goes_aside, next_ready, refusal, run_of_call
-from streamagents.operators.agent.runtime import AgentRuntime, RunState, Step
 from streamagents.serde.messages import ChatMessage
 
 T0 = 1_000_000
@@ -160,7 +159,7 @@ def test_a_separate_run_sees_memory_without_the_parked_turn_which_joins_it_on_re
         "refund A1 please",
         "Refunded 30 on A1.",
     ]
-    outputs = [json.loads(s.output or "{}") for s in (separate, done)]
+    outputs = [emitted_json(s.output) for s in (separate, done)]
     assert [o["id"] for o in outputs] == ["b-1", "a-1"]
     assert outputs[0]["run_id"] != outputs[1]["run_id"]
     run_ids = {json.loads(e.json())["run_id"] for e in separate.events}

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import ScriptedTestModel, answer, calls, scripted_runtime
+from doubles import ScriptedTestModel, answer, calls, emitted_json, scripted_runtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamagents.operators.agent import tool
+from streamagents.operators.agent import AgentRuntime, Step, tool
 from streamagents.operators.agent.approvals import (
     ApprovalDecision,
     decision_line,
@@ -25,7 +25,7 @@ from streamagents.operators.agent.approvals import (
 )
 from streamagents.operators.agent.config import AgentConfig, ModelSpec, ToolRef
 from streamagents.operators.agent.records import InputError, InputRecord
-from streamagents.operators.agent.runtime import AgentRuntime, Step, run_id_for
+from streamagents.operators.agent.run_state import run_id_for
 from streamagents.operators.agent.tools import Tool
 from streamagents.operators.otel_spans import LiveSpans, SpanRecord, spans_from_events
 from streamagents.serde.events import AgentEvent
@@ -125,7 +125,7 @@ def test_a_call_needing_approval_parks_the_run_and_emits_a_request(tmp_path: Pat
     assert step.state.pending.runnable_calls == []
     assert step.state.next_deadline_ms == T0 + DAY_MS  # the agent's default: one day
     assert made == []
-    [request] = [json.loads(r) for r in step.approval_requests]
+    [request] = [emitted_json(r) for r in step.approval_requests]
     assert request == {
         "call_id": APPROVAL,
         "tool_call_id": "call-0",
@@ -155,7 +155,7 @@ def test_approve_runs_the_call_once_and_the_run_finishes(tmp_path: Path) -> None
     after_tool = run_pending(runtime, decided, later + 5)
     assert made == [("refund", {"order": "A1", "amount": 30})]
     done = run_pending(runtime, after_tool, later + 10)
-    assert json.loads(done.output or "{}")["status"] == "ok"
+    assert emitted_json(done.output)["status"] == "ok"
     decided_event = next(e for e in events(decided) if e["event_type"] == "approval_decided")
     assert decided_event["payload"]["attributes"]["by"] == "ana"
     assert decided_event["payload"]["attributes"]["decision"] == "approve"
@@ -176,7 +176,7 @@ def test_reject_gives_the_model_an_error_result_with_the_comment(tmp_path: Path)
     result = model_requests(runtime)[-1].messages[-1]
     assert result.role == "tool" and result.is_error
     assert "rejected by bo: outside 30 days" in result.content
-    assert json.loads(done.output or "{}")["text"] == "Sorry, no refund."
+    assert emitted_json(done.output)["text"] == "Sorry, no refund."
 
 
 def test_edited_arguments_are_used_and_recorded_as_edited(tmp_path: Path) -> None:
@@ -210,12 +210,12 @@ def test_the_deadline_rejects_the_call_as_timed_out_and_the_run_goes_on(tmp_path
     done = run_pending(runtime, expired, T0 + 60_010)
     result = model_requests(runtime)[-1].messages[-1]
     assert result.is_error and "no decision came within 60 s" in result.content
-    assert made == [] and json.loads(done.output or "{}")["status"] == "ok"
+    assert made == [] and emitted_json(done.output)["status"] == "ok"
 
 
 def dead_letter(step: Step) -> dict[str, Any]:
     assert step.dead_letter is not None
-    return json.loads(step.dead_letter)
+    return emitted_json(step.dead_letter)
 
 
 def test_decisions_for_unknown_decided_or_expired_calls_are_dead_letters(tmp_path: Path) -> None:
@@ -310,7 +310,7 @@ def test_time_parked_does_not_count_towards_the_run_timeout(tmp_path: Path) -> N
     assert decided.state is not None and decided.state.parked_ms == DAY_MS - 1
     assert decided.state.timeout_base_ms == T0 + DAY_MS - 1
     done = run_pending(runtime, run_pending(runtime, decided, T0 + DAY_MS + 5), T0 + DAY_MS + 9)
-    assert json.loads(done.output or "{}")["status"] == "ok"
+    assert emitted_json(done.output)["status"] == "ok"
 
 
 def test_a_parked_run_abandoned_at_the_end_of_input_leaves_its_input(tmp_path: Path) -> None:
@@ -322,7 +322,7 @@ def test_a_parked_run_abandoned_at_the_end_of_input_leaves_its_input(tmp_path: P
     letter = dead_letter(ended)
     assert letter["error_type"] == "ApprovalPending" and APPROVAL in letter["reason"]
     assert json.loads(letter["input"])["text"] == "refund A1"
-    assert json.loads(ended.output or "{}")["status"] == "error"
+    assert emitted_json(ended.output)["status"] == "error"
 
 
 def test_a_parked_run_state_is_small(tmp_path: Path) -> None:
@@ -378,7 +378,7 @@ def test_a_repeated_model_call_id_gets_a_new_approval_id(tmp_path: Path) -> None
     first = begin(runtime)
     approved = runtime.decide(first.state, decision(), T0 + 1)
     second = run_pending(runtime, run_pending(runtime, approved, T0 + 2), T0 + 3)
-    [request] = [json.loads(r) for r in second.approval_requests]
+    [request] = [emitted_json(r) for r in second.approval_requests]
     assert request["tool_call_id"] == "call-0" and request["call_id"] != APPROVAL
     old = runtime.decide(second.state, decision(), T0 + 4, settled=approved.settled[APPROVAL])
     assert old.duplicate and old.state == second.state  # turn 2's call is still waiting

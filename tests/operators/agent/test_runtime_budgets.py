@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
-from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+from doubles import Reply, ScriptedTestModel, answer, calls, drive, emitted_json, scripted_runtime
 
+from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import Budgets
-from streamagents.operators.agent.runtime import AgentRuntime
 
 RAW = '{"id": "in-1", "key": "k", "text": "go"}'
 
@@ -79,7 +78,7 @@ def test_timeout_ends_the_run_naming_run_timeout(tmp_path: Path) -> None:
     assert step.state is not None
     ended = runtime.timeout(step.state, 6_000)
     assert ended.finished and ended.dead_letter is None
-    output = json.loads(ended.output or "")
+    output = emitted_json(ended.output)
     assert_budget_error(output, "run_timeout_s", 5)
     assert output["latency_ms"] == 5_000
 
@@ -90,7 +89,7 @@ def test_an_outcome_arriving_after_the_deadline_ends_the_run(tmp_path: Path) -> 
     step = runtime.start(runtime.parse(RAW), [], 1_000)
     assert step.state is not None
     outcome = asyncio.run(runtime.perform(step.state, []))
-    output = json.loads(runtime.advance(step.state, outcome, 7_000, []).output or "")
+    output = emitted_json(runtime.advance(step.state, outcome, 7_000, []).output)
     assert_budget_error(output, "run_timeout_s", 5)
 
 
@@ -103,5 +102,5 @@ def test_perform_cuts_a_slow_model_call_at_the_run_deadline(tmp_path: Path) -> N
     assert step.state is not None
     outcome = asyncio.run(runtime.perform(step.state, []))
     assert outcome.error is not None and outcome.error.type == "RunTimeout"
-    output = json.loads(runtime.advance(step.state, outcome, 1_010, []).output or "")
+    output = emitted_json(runtime.advance(step.state, outcome, 1_010, []).output)
     assert_budget_error(output, "run_timeout_s", 0.05)

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
+from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import Budgets
-from streamagents.operators.agent.runtime import AgentRuntime, InputError, parse_input
+from streamagents.operators.agent.records import InputError, parse_input
 
 RAW = '{"id": "in-1", "key": "k", "text": "go", "source": "test"}'
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
+from streamagents.operators.agent import AgentRuntime, Outcome, RunState
 from streamagents.operators.agent.config import MemoryConfig, ModelSpec, TelemetryConfig
-from streamagents.operators.agent.runtime import AgentRuntime, Outcome, RunState
 from streamagents.serde.messages import ChatMessage
 
 

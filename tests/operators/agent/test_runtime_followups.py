@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import ScriptedTestModel, answer, calls, drive, scripted_runtime
+from doubles import ScriptedTestModel, answer, calls, drive, emitted_json, scripted_runtime
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from streamagents.operators.agent import RunState, Step
 from streamagents.operators.agent.config import AgentConfig, FollowupConfig, ModelSpec
 from streamagents.operators.agent.followups import (
     TOOL_NAME,
@@ -23,7 +24,7 @@ from streamagents.operators.agent.followups import (
     schedule,
 )
 from streamagents.operators.agent.records import parse_input
-from streamagents.operators.agent.runtime import RunState, Step, run_id_for
+from streamagents.operators.agent.run_state import run_id_for
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.events import AgentEvent
 
@@ -189,7 +190,7 @@ def test_a_followups_run_is_logged_as_fired_and_cancels_nothing(tmp_path: Path) 
         "due_ms": str(T0),
         "input_id": "followup-f-0",
     }
-    output = json.loads(steps[-1].output)
+    output = emitted_json(steps[-1].output)
     assert output["id"] == "followup-f-0" and output["attributes"]["followup"]["id"] == "f-0"
     for event in (e for s in steps for e in s.events):
         AgentEvent.model_validate_json(event.json())
@@ -293,7 +294,7 @@ def test_a_crafted_followup_field_runs_as_an_input_and_logs_what_it_can(
         assert type(exc).__name__ == "InputError"
         return
     steps = finish(rt, rt.start(record, [], T0, waiting(1)))
-    assert json.loads(steps[-1].output)["status"] == "ok"
+    assert emitted_json(steps[-1].output)["status"] == "ok"
     crafted = isinstance(followup, dict)
     assert ("followup_fired" in types(steps)) is crafted
     assert steps[0].cancelled == ([] if crafted else ["f-0"])

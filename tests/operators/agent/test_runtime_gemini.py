@@ -12,8 +12,8 @@ from runtime_tools import PNG
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.connectors.providers import GeminiChatModel
+from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
-from streamagents.operators.agent.runtime import AgentRuntime
 
 SIGNATURE = base64.b64encode(b"thought-signature").decode()
 API_KEY = "test-key-do-not-leak"

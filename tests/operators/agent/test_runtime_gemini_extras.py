@@ -12,8 +12,8 @@ from doubles import drive
 from pydantic import ValidationError
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
-from streamagents.operators.agent.runtime import AgentRuntime
 
 GROUNDED = {
     "candidates": [

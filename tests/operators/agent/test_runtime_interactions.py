@@ -14,8 +14,8 @@ from runtime_tools import PNG
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.connectors.providers import GeminiInteractionsModel
+from streamagents.operators.agent import AgentRuntime, RunState
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
-from streamagents.operators.agent.runtime import AgentRuntime, RunState
 
 INPUT = '{"id": "in-1", "key": "k", "text": "What does north see?"}'
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
 
-from streamagents.operators.agent.runtime import AgentRuntime, RunState
+from streamagents.operators.agent import AgentRuntime, RunState
 from streamagents.operators.engine.stored_history import StoredHistory
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart

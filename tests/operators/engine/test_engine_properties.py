@@ -27,8 +27,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from streamagents.operators.agent import tool
-from streamagents.operators.agent.runtime import RunState
+from streamagents.operators.agent import RunState, tool
 
 KEYS = ("a", "b", "c")
 

@@ -1,0 +1,79 @@
+"""A run's working copy while one step is computed: its fields, the events it logs, the end.
+
+Every step (`start`, `advance`, `timeout`, the approval steps) copies the `RunState` into a
+`RunDraft`, changes the copy and emits events through it, then freezes it into the step's
+new state (`snapshot`) or ends the run (`run_endings`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from streamagents.operators.agent._run_events import event_id_for, make_event
+from streamagents.operators.agent.run_state import ModelAction, RunState, ToolAction
+from streamagents.serde.events import RunEvent
+
+if TYPE_CHECKING:
+    from streamagents.operators.agent.runtime import AgentRuntime
+
+__all__ = ["RunDraft"]
+
+
+class RunDraft:
+    """Mutable working copy of a RunState while one step is computed, plus its records."""
+
+    def __init__(self, runtime: AgentRuntime, state: RunState, now_ms: int) -> None:
+        self.runtime = runtime
+        self.state = state
+        self.data: dict[str, Any] = dict(state.__dict__)  # its fields (dict(state): 30x slower)
+        self.data["messages"] = list(state.messages)
+        self.now_ms = now_ms
+        self.events: list[RunEvent] = []
+        self.cancelled: list[str] = []
+
+    def emit(self, event_type: str, upstream: str | None = None, **payload: Any) -> str:
+        """Record an event of the run (unless neither the log nor telemetry wants it);
+        returns its id."""
+        sequence = self.data["sequence"] + 1
+        event_id = event_id_for(self.data["run_id"], sequence)
+        runtime = self.runtime
+        if runtime.wants_events:
+            for field in ("messages", "tool_results"):
+                if field in payload:
+                    payload[field] = [runtime.loggable(m) for m in payload[field]]
+            self.events.append(
+                make_event(
+                    event_type,
+                    job_id=runtime.config.job_id,
+                    key=self.data["key"],
+                    run_id=self.data["run_id"],
+                    sequence=sequence,
+                    timestamp_ms=self.now_ms,
+                    upstream_event_id=self.data["last_event_id"] if upstream is None else upstream,
+                    **payload,
+                )
+            )
+        self.data["sequence"] = sequence
+        self.data["last_event_id"] = event_id
+        return event_id
+
+    def request_model(self, upstream: str) -> str:
+        """Log a chat request (its new messages are in the events before it); returns its id."""
+        spec = self.runtime.config.model
+        return self.emit(
+            "chat_request",
+            upstream=upstream,
+            model=spec.model,
+            attributes={"provider": spec.provider, "tools": ",".join(self.runtime.tool_names)},
+        )
+
+    def snapshot(self, pending: ModelAction | ToolAction) -> RunState:
+        """The run's new state with `pending` as its next action, its parked time kept."""
+        state = self.state.model_copy(update={**self.data, "pending": pending})
+        since = state.parked_since_ms
+        if state.parked and since is None:
+            return state.model_copy(update={"parked_since_ms": self.now_ms})
+        if not state.parked and since is not None:
+            parked = state.parked_ms + max(0, self.now_ms - since)
+            return state.model_copy(update={"parked_ms": parked, "parked_since_ms": None})
+        return state

@@ -1,0 +1,154 @@
+"""The steps of a parked run: a person's decision applied, approvals expired at their
+deadline, a run abandoned when no decision can come, and decisions refused with a dead
+letter that says why. `AgentRuntime.decide`, `expire` and `abandon_parked` run these."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from streamagents.operators.agent._run_draft import RunDraft
+from streamagents.operators.agent.approvals import ApprovalDecision
+from streamagents.operators.agent.emitted_records import DeadLetter
+from streamagents.operators.agent.records import ErrorInfo
+from streamagents.operators.agent.run_endings import fail
+from streamagents.operators.agent.run_state import RunState, Step, ToolAction
+from streamagents.operators.agent.tool_turn import call_of, record_results
+from streamagents.operators.agent.tools import ToolRegistry
+from streamagents.serde.messages import ChatMessage
+from streamagents.serde.safe_text import clip
+
+if TYPE_CHECKING:
+    from streamagents.operators.agent.runtime import AgentRuntime
+
+__all__ = ["abandon_parked", "decide", "expire"]
+
+
+def decide(
+    runtime: AgentRuntime,
+    state: RunState | None,
+    decision: ApprovalDecision,
+    now_ms: int,
+    settled: str | None = None,
+    key: str | None = None,
+) -> Step:
+    """Apply a person's decision on a parked call (see `AgentRuntime.decide`)."""
+    pending = state.pending if state is not None else None
+    entry = pending.approval(decision.call_id) if isinstance(pending, ToolAction) else None
+    if entry is None or entry.status != "waiting":
+        before = settled if entry is None else (entry.fingerprint or entry.status)
+        return _refusal(state, decision, before, key)
+    assert state is not None and isinstance(pending, ToolAction)
+    run = RunDraft(runtime, state, now_ms)
+    call = call_of(pending, entry.tool_call_id)
+    upstream = pending.request_event_ids[pending.calls.index(call)]
+    approved = decision.decision == "approve"
+    edited = approved and decision.arguments is not None and decision.arguments != call.arguments
+    if edited:
+        call = call.model_copy(update={"arguments": decision.arguments})
+    run.emit(
+        "approval_decided",
+        upstream=upstream,
+        tool_calls=[call],
+        attributes={
+            "call_id": entry.call_id,
+            "decision": decision.decision,
+            "by": clip(decision.by, 256),
+            "comment": clip(decision.comment),
+            "edited_arguments": "true" if edited else "false",
+        },
+    )
+    fingerprint = decision.fingerprint()
+    entry = entry.model_copy(
+        update={"status": "approved" if approved else "rejected", "fingerprint": fingerprint}
+    )
+    approvals = [entry if a.call_id == entry.call_id else a for a in pending.approvals]
+    settled_now = {entry.call_id: fingerprint}
+    if approved:
+        calls = [call if c.id == call.id else c for c in pending.calls]
+        action = pending.model_copy(update={"calls": calls, "approvals": approvals})
+        return Step(state=run.snapshot(action), events=run.events, settled=settled_now)
+    who = f" by {decision.by}" if decision.by else ""
+    reason = f": {decision.comment}" if decision.comment else ""
+    result = ToolRegistry.error_result(call, f"the call was rejected{who}{reason}; it was not made")
+    return record_results(run, pending, {call.id: result}, None, approvals, settled_now)
+
+
+def expire(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
+    """Reject every waiting approval whose deadline has passed (see `AgentRuntime.expire`)."""
+    pending = state.pending
+    if not isinstance(pending, ToolAction):
+        return Step(state=state)
+    due = [a for a in pending.waiting if a.deadline_ms <= now_ms]
+    if not due:
+        return Step(state=state)
+    run = RunDraft(runtime, state, now_ms)
+    results: dict[str, ChatMessage] = {}
+    for entry in due:
+        call = call_of(pending, entry.tool_call_id)
+        waited_s = (entry.deadline_ms - entry.requested_ms) / 1000
+        run.emit(
+            "approval_expired",
+            upstream=pending.request_event_ids[pending.calls.index(call)],
+            tool_calls=[call],
+            attributes={"call_id": entry.call_id, "deadline_ms": str(entry.deadline_ms)},
+        )
+        results[call.id] = ToolRegistry.error_result(
+            call, f"no decision came within {waited_s:g} s; the call was not made"
+        )
+    expired = {a.call_id for a in due}
+    approvals = [
+        a.model_copy(update={"status": "expired"}) if a.call_id in expired else a
+        for a in pending.approvals
+    ]
+    settled = dict.fromkeys(expired, "expired")
+    return record_results(run, pending, results, None, approvals, settled)
+
+
+def abandon_parked(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
+    """End a parked run that can never be decided (see `AgentRuntime.abandon_parked`)."""
+    pending = state.pending
+    ids = ", ".join(a.call_id for a in pending.waiting) if isinstance(pending, ToolAction) else ""
+    error = ErrorInfo(
+        type="ApprovalPending",
+        message=f"the input ended while the run waited for a decision on call(s) {ids}",
+    )
+    return fail(RunDraft(runtime, state, now_ms), error, dead_letter=True)
+
+
+def _refusal(
+    state: RunState | None,
+    decision: ApprovalDecision,
+    before: str | None,
+    key: str | None,
+) -> Step:
+    """A decision that applies to no waiting call: a duplicate, or a dead letter why."""
+    if before is not None and before == decision.fingerprint():
+        return Step(state=state, duplicate=True)
+    if before is None:
+        error = ErrorInfo(
+            type="UnknownCall",
+            message=f"no call {clip(decision.call_id, 256)!r} of this key waits for a decision",
+        )
+    elif before == "expired":
+        error = ErrorInfo(
+            type="ApprovalExpired",
+            message=f"call {clip(decision.call_id, 256)!r} timed out waiting for a decision "
+            "and was rejected; the decision came too late",
+        )
+    else:
+        verdict = before.partition(":")[0]
+        error = ErrorInfo(
+            type="AlreadyDecided",
+            message=f"call {clip(decision.call_id, 256)!r} was already decided "
+            f"({verdict}) with other arguments or verdict; the first decision stands",
+        )
+    key = state.key if state is not None else key
+    letter = DeadLetter.build(
+        "approval",
+        error,
+        json.dumps({"approval": decision.model_dump(exclude_none=True)}, ensure_ascii=False),
+        key=key,
+        record_id=decision.call_id,
+    )
+    return Step(state=state, dead_letter=letter)

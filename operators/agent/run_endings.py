@@ -1,0 +1,123 @@
+"""How a run ends: its answer (output record, trimmed memory) or its failure (error output,
+maybe a dead letter), and the errors of the budgets that end runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from streamagents.operators.agent._run_draft import RunDraft
+from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.emitted_records import OutputRecord
+from streamagents.operators.agent.memory import trim_history
+from streamagents.operators.agent.records import ErrorInfo
+from streamagents.operators.agent.run_state import Step
+from streamagents.serde.chat import TokenUsage
+from streamagents.serde.messages import ChatMessage
+
+__all__ = ["budget_error", "fail", "finish", "timeout_error"]
+
+
+def budget_error(budget: str, limit: float, detail: str) -> ErrorInfo:
+    """The error of a run that hit `budget` (its `limit`), saying how (`detail`)."""
+    return ErrorInfo(
+        type="BudgetExceeded",
+        message=f"budget {budget}={limit:g} exceeded: {detail}",
+        budget=budget,
+        limit=limit,
+    )
+
+
+def timeout_error(config: AgentConfig) -> ErrorInfo:
+    """The error of a run that took its whole `run_timeout_s`."""
+    limit = config.budgets.run_timeout_s
+    return budget_error("run_timeout_s", limit, f"the run took {limit:g} s or longer")
+
+
+def _output_record(
+    run: RunDraft,
+    status: Literal["ok", "error"],
+    message: ChatMessage | None,
+    error: ErrorInfo | None,
+) -> OutputRecord:
+    """The run's output record: its answer (parts only when it has media) or its error."""
+    data = run.data
+    return OutputRecord(
+        id=data["input_id"],
+        key=data["key"],
+        run_id=data["run_id"],
+        status=status,
+        text=message.content if message is not None else "",
+        parts=message.parts if message is not None and message.has_media else [],
+        error=error,
+        usage=TokenUsage(
+            input_tokens=data["input_tokens"],
+            output_tokens=data["output_tokens"],
+            cached_tokens=data["cached_tokens"],
+        ),
+        model_calls=data["model_calls"],
+        tool_calls=data["tool_calls"],
+        latency_ms=max(0, run.now_ms - data["started_ms"]),
+        attributes=data["attributes"],
+    )
+
+
+def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) -> Step:
+    """End the run with the model's answer: its output, and the key's history with the
+    run's messages added, trimmed to the memory bounds."""
+    output = _output_record(run, "ok", message, None)
+    run.emit(
+        "output",
+        messages=[message],
+        attributes={"input_id": run.data["input_id"], "status": "ok"},
+    )
+    runtime = run.runtime
+    memory = runtime.config.memory
+    trimmed = trim_history(
+        [*history, *run.data["messages"]],
+        memory.max_messages,
+        memory.max_bytes,
+        runtime.message_json.size,
+    )
+    if trimmed.trimmed:
+        run.emit(
+            "memory_trimmed",
+            attributes={
+                "dropped_messages": str(trimmed.dropped_messages),
+                "dropped_bytes": str(trimmed.dropped_bytes),
+                "kept_messages": str(len(trimmed.messages)),
+                "kept_bytes": str(trimmed.kept_bytes),
+            },
+        )
+    return Step(
+        state=None,
+        events=run.events,
+        output=output,
+        history=trimmed.messages,
+        followups=run.data["followups"],
+        cancelled=run.cancelled,
+    )
+
+
+def fail(run: RunDraft, error: ErrorInfo, dead_letter: bool = False) -> Step:
+    """End the run with `error`: an error output, and a dead letter when `dead_letter`."""
+    facts = {"input_id": run.data["input_id"]}
+    if error.budget is not None:
+        facts.update(budget=error.budget, limit=f"{error.limit:g}")
+    run.emit(
+        "budget_exceeded" if error.budget is not None else "error",
+        error_class=error.type,
+        error_message=error.message,
+        attributes=facts,
+    )
+    output = _output_record(run, "error", None, error)
+    run.emit("output", attributes={"input_id": run.data["input_id"], "status": "error"})
+    letter = run.runtime.dead_letter(run.state, error) if dead_letter else None
+    return Step(
+        state=None,
+        events=run.events,
+        output=output,
+        dead_letter=letter,
+        followups=run.data["followups"],
+        cancelled=run.cancelled,
+    )

@@ -1,0 +1,66 @@
+"""What `AgentRuntime.from_config` builds from an `AgentConfig`: the model, the tools and the
+media store the config names."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from streamagents.connectors.media import MediaStore
+from streamagents.connectors.providers import ChatModel, PrefixCache, create_model
+from streamagents.operators.agent.config import AgentConfig, ToolRef
+from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool
+from streamagents.serde.message_json import MessageJson
+
+__all__ = ["RuntimeParts", "runtime_parts"]
+
+
+class RuntimeParts(NamedTuple):
+    """The parts an `AgentRuntime` runs with, besides its config."""
+
+    model: ChatModel
+    tools: ToolRegistry
+    store: MediaStore
+    message_json: MessageJson
+
+
+def runtime_parts(config: AgentConfig, model: ChatModel | None = None) -> RuntimeParts:
+    """Build the model (unless one is given), tools and media store a config names."""
+    store = MediaStore(config.media_store)
+    message_json = MessageJson()
+    if model is None:
+        spec = config.model
+        options = dict(spec.options)
+        if config.builtin_tools.enabled():
+            options["builtin_tools"] = config.builtin_tools.enabled()
+        cache = config.context_cache
+        prefix_cache = (
+            PrefixCache(ttl_s=cache.ttl_s, min_tokens=cache.min_tokens, owner=config.job_id)
+            if cache.enabled
+            else None
+        )
+        model = create_model(
+            spec.provider,
+            spec.model,
+            sdk_process=spec.sdk_process,
+            message_json=message_json,
+            prefix_cache=prefix_cache,
+            media_store=store,
+            **options,
+        )
+    tools = ToolRegistry(
+        [_declared_tool(entry) for entry in config.tools],
+        timeout_s=config.tool_timeout_s,
+        max_workers=config.max_in_flight,  # every run in flight may be in a sync tool
+        max_result_bytes=config.max_tool_result_bytes,
+    )
+    return RuntimeParts(model, tools, store, message_json)
+
+
+def _declared_tool(entry: str | ToolRef) -> Tool:
+    """The tool an entry of `AgentConfig.tools` names, with the approval rule it sets."""
+    if isinstance(entry, str):
+        return load_tool(entry)
+    rule = None if entry.approval is None else entry.approval == "required"
+    return Tool.from_function(
+        load_tool(entry.ref), requires_approval=rule, approval_timeout_s=entry.approval_timeout_s
+    )
