@@ -1,4 +1,5 @@
-"""The agent core imports and runs without PyFlink: nothing under it loads a pyflink module."""
+"""The agent core and the engine import and run without PyFlink: nothing under them loads a
+pyflink module."""
 
 from __future__ import annotations
 
@@ -21,16 +22,18 @@ _PROBE = textwrap.dedent(
 
     sys.meta_path.insert(0, BlockPyflink())
     import streamagents.operators.agent as agent
+    import streamagents.operators.engine as engine
     import streamagents.serde, streamagents.connectors
-    for module in pkgutil.walk_packages(agent.__path__, agent.__name__ + "."):
-        importlib.import_module(module.name)
+    for package in (agent, engine):
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            importlib.import_module(module.name)
     config = agent.AgentConfig(model=agent.ModelSpec(provider="gemini", model="m"))
     print(json.dumps({"config": config.model.provider, "modules": sorted(sys.modules)}))
     """
 )
 
 
-def test_the_agent_core_imports_without_pyflink() -> None:
+def test_the_agent_core_and_the_engine_import_without_pyflink() -> None:
     done = subprocess.run(
         [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120, check=False
     )
@@ -39,6 +42,7 @@ def test_the_agent_core_imports_without_pyflink() -> None:
     modules = report["modules"]
     assert report["config"] == "gemini"
     assert "streamagents.operators.agent.runtime" in modules
+    assert "streamagents.operators.engine.engine" in modules
     assert any(m.startswith("streamagents.connectors.") for m in modules)
     assert any(m.startswith("streamagents.serde.") for m in modules)
     assert [m for m in modules if m.split(".")[0] == "pyflink"] == []
