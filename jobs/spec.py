@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
-from streamagents.connectors.providers import PROVIDERS
+from streamagents.connectors.providers import PROVIDER_NAMES, PROVIDERS
 from streamagents.jobs._telemetry_env import TelemetryEnvError, telemetry_config
 from streamagents.jobs._yaml_source import (
     FieldPath,
@@ -174,17 +174,11 @@ class SourceSpec(_SpecModel):
         return self
 
 
-_PROVIDERS = ("gemini", "gemini-interactions", "openai", "openai-responses", "demo")
-
-
 class ModelEntry(_SpecModel):
     """One model the agent may use; `demo` is the scripted test double on 127.0.0.1."""
 
-    provider: Literal["gemini", "gemini-interactions", "openai", "openai-responses", "demo"] = (
-        Field(
-            description="gemini, gemini-interactions, openai (Chat Completions), openai-responses, "
-            "or demo."
-        )
+    provider: Literal[(*PROVIDER_NAMES, "demo")] = Field(  # type: ignore[valid-type]
+        description=f"{', '.join(PROVIDER_NAMES)}, or demo."
     )
     model: str = Field(min_length=1, description="Model name as the provider spells it.")
     options: dict[str, Any] = Field(

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROVIDERS",
+    "PROVIDER_NAMES",
     "BadRequest",
     "ChatModel",
     "ConnectionFailed",
@@ -53,6 +54,7 @@ __all__ = [
     "ServerError",
     "UnsupportedContent",
     "create_model",
+    "provider_family",
 ]
 
 _ADAPTERS = {
@@ -67,6 +69,17 @@ _PROVIDER_ADAPTERS = {
     "openai": "OpenAIChatModel",
     "openai-responses": "OpenAIResponsesModel",
 }
+"""Each provider name and the adapter class it builds: the one place provider names are listed."""
+
+PROVIDER_NAMES: tuple[str, ...] = tuple(_PROVIDER_ADAPTERS)
+"""The provider names `create_model` accepts (known without importing any SDK)."""
+
+
+def provider_family(provider: str) -> str | None:
+    """The vendor family (`gemini`, `openai`: the subpackage of its adapter) of a provider
+    name; None for a name that is not a provider."""
+    adapter = _PROVIDER_ADAPTERS.get(provider)
+    return None if adapter is None else _ADAPTERS[adapter].split(".")[-2]
 
 
 @functools.cache
@@ -85,8 +98,7 @@ def __getattr__(name: str) -> Any:
 
 
 def create_model(provider: str, model: str, **options: Any) -> ChatModel:
-    """Build the adapter for `provider` ("gemini", "gemini-interactions", "openai",
-    "openai-responses") and `model`.
+    """Build the adapter for `provider` (one of `PROVIDER_NAMES`) and `model`.
 
     `options` are the adapter's constructor keyword arguments: the shared `ModelOptions`
     (api_key, base_url, timeout, max_retries, retry, retry_budget, media_store, generation)

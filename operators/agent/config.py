@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from streamagents.connectors.providers import PROVIDER_NAMES
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
 
@@ -67,10 +68,7 @@ class ModelSpec(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    provider: str = Field(
-        description='Provider name: "gemini", "gemini-interactions", "openai" or '
-        '"openai-responses".'
-    )
+    provider: str = Field(description=f"Provider name: {', '.join(PROVIDER_NAMES)}.")
     model: str = Field(description="Model name as the provider spells it.")
     options: dict[str, Any] = Field(
         default_factory=dict,

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from streamagents.connectors.providers import PROVIDERS, GeminiChatModel, GeminiInteractionsModel
+from streamagents.connectors.providers import (
+    PROVIDER_NAMES,
+    PROVIDERS,
+    GeminiChatModel,
+    GeminiInteractionsModel,
+)
 from streamagents.connectors.providers._usable_cores import usable_cores
 from streamagents.connectors.providers.sdk_process import SdkProcessModel
 from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
@@ -79,6 +84,13 @@ def test_bad_choice_suggests_the_nearest_valid_value(tmp_path: Path) -> None:
     message = problems(write(tmp_path, MINIMAL.replace("provider: gemini", "provider: gemni")))
     assert ":6: agent.model.provider: expected 'gemini', 'gemini-interactions'" in message
     assert "did you mean 'gemini'?" in message
+
+
+def test_every_provider_create_model_builds_is_a_spec_provider(tmp_path: Path) -> None:
+    assert sorted(PROVIDERS) == sorted(PROVIDER_NAMES)
+    for name in PROVIDER_NAMES:
+        text = MINIMAL.replace("provider: gemini", f"provider: {name}")
+        assert load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "k"}).model.provider == name
 
 
 def test_missing_required_key_names_its_parent_line(tmp_path: Path) -> None:
