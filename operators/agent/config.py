@@ -19,6 +19,7 @@ from streamagents.serde.avro import LogLevel
 __all__ = [
     "GEMINI_EXTRAS_PROVIDERS",
     "AgentConfig",
+    "AgentSettings",
     "Budgets",
     "BuiltinTools",
     "ContextCacheConfig",
@@ -69,7 +70,7 @@ class ModelSpec(BaseModel):
     model_config = _MODEL_CONFIG
 
     provider: str = Field(description=f"Provider name: {', '.join(PROVIDER_NAMES)}.")
-    model: str = Field(description="Model name as the provider spells it.")
+    model: str = Field(min_length=1, description="Model name as the provider spells it.")
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="Client constructor options (api_key, base_url, timeout, max_retries...).",
@@ -383,51 +384,43 @@ class ToolRef(BaseModel):
         return self
 
 
-class AgentConfig(BaseModel):
-    """Everything the agent runtime needs to run one agent per key."""
+class AgentSettings(BaseModel):
+    """What the agent does with each input — prompt, tools, concurrency, bounds, budgets,
+    Gemini extras — declared once for `AgentConfig` and a job spec's `agent:` block."""
 
     model_config = _MODEL_CONFIG
 
-    job_id: str = Field(default="streamagents", description="Job name written into events.")
-    model: ModelSpec = Field(description="The chat model.")
     system_prompt: str = Field(default="", description="System instruction of every request.")
     tools: list[str | ToolRef] = Field(
         default_factory=list,
         description='Tools: import paths, "package.module:function", or `ToolRef`s.',
     )
     approval_timeout_s: ApprovalTimeout = 86400.0
-    key_field: str = Field(default="key", description="Dotted path of the key in an input.")
+    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Short-term memory.")
+    budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
     max_waiting_inputs: WaitingInputs = 256
     while_parked: WhileParked = "queue"
     max_inputs_per_parked_key: ParkedKeyInputs = 32
-    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Short-term memory.")
-    budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
-    media_store: str = Field(default="media", description="Media store root: path or URI.")
-    offload_threshold_bytes: int = Field(
-        default=65536, ge=0, description="Inline media larger than this goes to the store."
-    )
-    input_limits: InputLimits = Field(
-        default_factory=InputLimits, description="Bounds of one input line."
-    )
-    event_log_level: str = Field(
-        default="standard", description='Event log level: "off", "standard" or "verbose".'
-    )
-    telemetry: TelemetryConfig | None = Field(
-        default=None, description="Live OpenTelemetry spans and metrics; None sends none."
-    )
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
     max_tool_result_bytes: int = Field(
         default=DEFAULT_MAX_RESULT_BYTES,
         ge=1,
         description="Largest tool result (text and inline media bytes); larger is an error.",
     )
-
+    offload_threshold_bytes: int = Field(
+        default=65536, ge=0, description="Inline media larger than this goes to the store."
+    )
+    input_limits: InputLimits = Field(
+        default_factory=InputLimits, description="Bounds of one input line."
+    )
     builtin_tools: BuiltinTools = Field(
-        default_factory=BuiltinTools, description="Gemini built-in server-side tools."
+        default_factory=BuiltinTools,
+        description="Gemini built-in server tools: google_search, url_context, code_execution.",
     )
     context_cache: ContextCacheConfig = Field(
-        default_factory=ContextCacheConfig, description="Gemini explicit context caching."
+        default_factory=ContextCacheConfig,
+        description="Gemini explicit context caching: enabled, ttl_s, min_tokens.",
     )
     documents: list[str] = Field(
         default_factory=list,
@@ -437,6 +430,26 @@ class AgentConfig(BaseModel):
     followups: FollowupConfig = Field(
         default_factory=FollowupConfig,
         description="Scheduled follow-ups (the built-in `schedule_followup` tool).",
+    )
+
+    def settings(self) -> dict[str, Any]:
+        """These settings (and only these) as keyword arguments, values as they are."""
+        return {name: getattr(self, name) for name in AgentSettings.model_fields}
+
+
+class AgentConfig(AgentSettings):
+    """Everything the agent runtime needs to run one agent per key: the agent's settings,
+    the model, and where the job puts its key, media and events."""
+
+    job_id: str = Field(default="streamagents", description="Job name written into events.")
+    model: ModelSpec = Field(description="The chat model.")
+    key_field: str = Field(default="key", description="Dotted path of the key in an input.")
+    media_store: str = Field(default="media", description="Media store root: path or URI.")
+    event_log_level: str = Field(
+        default="standard", description='Event log level: "off", "standard" or "verbose".'
+    )
+    telemetry: TelemetryConfig | None = Field(
+        default=None, description="Live OpenTelemetry spans and metrics; None sends none."
     )
 
     @model_validator(mode="after")

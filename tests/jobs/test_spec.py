@@ -20,7 +20,7 @@ from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.graph import agent_config, flink_configuration
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 from streamagents.operators.agent import AgentRuntime
-from streamagents.operators.agent.config import InputLimits
+from streamagents.operators.agent.config import AgentConfig, InputLimits
 from streamagents.operators.flink import BUFFER_DEBLOAT
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jobs" / "examples" / "support_tickets.yaml"
@@ -91,6 +91,13 @@ def test_every_provider_create_model_builds_is_a_spec_provider(tmp_path: Path) -
     for name in PROVIDER_NAMES:
         text = MINIMAL.replace("provider: gemini", f"provider: {name}")
         assert load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "k"}).model.provider == name
+
+
+def test_an_agent_block_with_only_a_model_has_the_python_api_defaults(tmp_path: Path) -> None:
+    loaded = load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"})
+    model = model_spec(loaded.model)
+    assert agent_config(loaded, model).settings() == AgentConfig(model=model).settings()
+    assert loaded.spec.media_store == AgentConfig(model=model).media_store
 
 
 def test_missing_required_key_names_its_parent_line(tmp_path: Path) -> None:
