@@ -228,6 +228,27 @@ def test_model_options_the_adapter_refuses_are_reported_with_their_line(tmp_path
     assert loaded.model.options["transport"] == "httpx"
 
 
+def test_retry_settings_in_a_spec_reach_the_adapter_and_bad_ones_fail_validate(
+    tmp_path: Path,
+) -> None:
+    retry = "retry: {max_retries: 1, initial_delay_s: 0.1}, retry_budget: {ratio: 0.5}"
+    text = MINIMAL.replace('${GEMINI_API_KEY}"}', f'${{GEMINI_API_KEY}}", {retry}}}')
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+    check_runnable(loaded)
+    model = PROVIDERS["gemini"]("m", **loaded.model.options)
+    assert (model.retry.max_retries, model.retry.initial_delay_s) == (1, 0.1)
+    assert model.retry_budget.ratio == 0.5
+    for bad, expected in (
+        ("retry: {max_retrys: 1}", "unknown retry setting 'max_retrys'"),
+        ("retry: {jitter: lots}", "retry.jitter must be a number"),
+        ("retry_budget: 3", "retry_budget must be a RetryBudget or a mapping"),
+    ):
+        text = MINIMAL.replace('${GEMINI_API_KEY}"}', f'${{GEMINI_API_KEY}}", {bad}}}')
+        with pytest.raises(SpecError) as caught:
+            check_runnable(load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
+        assert ":6: agent.model.options: " in str(caught.value) and expected in str(caught.value)
+
+
 def test_a_spec_chooses_the_interactions_wire_with_its_store_options(tmp_path: Path) -> None:
     model = (
         "{provider: gemini-interactions, model: gemini-3-pro, sdk_process: true, options: "
