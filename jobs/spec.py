@@ -43,11 +43,14 @@ from streamagents.jobs._yaml_source import (
     load_yaml,
 )
 from streamagents.operators.agent.config import (
+    LONGEST_WAIT_S,
     AgentConfig,
     AgentSettings,
     BuiltinTools,
     ContextCacheConfig,
     ModelSpec,
+    OtlpEndpoint,
+    SampleRatio,
     TelemetryConfig,
     ToolRef,
     followup_key_problem,
@@ -209,10 +212,6 @@ def _one_or_many(value: Any) -> Any:
     return [value] if isinstance(value, Mapping) else value
 
 
-_YEAR_S = 365 * 24 * 3600.0
-"""Longest checkpoint interval, timeout or approval wait a spec may give (whole ms)."""
-
-
 def _tool_entry(value: Any) -> Any:
     """A tool given as its bare import path means `{ref: path}`."""
     return {"ref": value} if isinstance(value, str) else value
@@ -358,7 +357,7 @@ class CheckpointSpec(_SpecModel):
     interval_s: float = Field(
         default=5.0,
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="Seconds between checkpoints.",
     )
@@ -375,7 +374,7 @@ class CheckpointSpec(_SpecModel):
     timeout_s: float = Field(
         default=600.0,
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="A checkpoint not complete after this many seconds fails.",
     )
@@ -385,9 +384,8 @@ class TelemetrySpec(_SpecModel):
     """Live OpenTelemetry traces and metrics from the running job (needs `streamagents[otel]`);
     a field left out comes from the standard `OTEL_*` environment variables."""
 
-    otlp_endpoint: str | None = Field(
+    otlp_endpoint: OtlpEndpoint | None = Field(
         default=None,
-        pattern=r"^https?://\S+$",
         description="OTLP/HTTP collector URL (default: $OTEL_EXPORTER_OTLP_ENDPOINT).",
     )
     headers: dict[str, SecretStr] | None = Field(
@@ -395,8 +393,8 @@ class TelemetrySpec(_SpecModel):
         description="HTTP headers for the collector, secrets (default: "
         "$OTEL_EXPORTER_OTLP_HEADERS).",
     )
-    sample_ratio: float | None = Field(
-        default=None, ge=0, le=1, description="Share of runs traced (default 1)."
+    sample_ratio: SampleRatio | None = Field(
+        default=None, description="Share of runs traced (default 1)."
     )
     capture_content: bool | None = Field(
         default=None, description="Message text and tool arguments/results in spans (off)."

@@ -18,6 +18,7 @@ from streamagents.serde.avro import LogLevel
 
 __all__ = [
     "GEMINI_EXTRAS_PROVIDERS",
+    "LONGEST_WAIT_S",
     "AgentConfig",
     "AgentSettings",
     "Budgets",
@@ -27,6 +28,8 @@ __all__ = [
     "InputLimits",
     "MemoryConfig",
     "ModelSpec",
+    "OtlpEndpoint",
+    "SampleRatio",
     "TelemetryConfig",
     "ToolRef",
     "followup_key_problem",
@@ -215,14 +218,14 @@ def gemini_extras_problem(
     return None
 
 
-_YEAR_S = 365 * 24 * 3600.0
-"""Longest wait a config may give (timers take whole milliseconds)."""
+LONGEST_WAIT_S = 365 * 24 * 3600.0
+"""Longest wait or interval a config or job spec may give (Flink takes whole milliseconds)."""
 
 ApprovalTimeout = Annotated[
     float,
     Field(
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="How long a tool call that needs approval waits for its decision, unless "
         "its tool says otherwise; then it is rejected as timed out.",
@@ -242,14 +245,14 @@ class FollowupConfig(BaseModel):
     min_delay_s: float = Field(
         default=60.0,
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="Shortest delay the model may ask for; shorter is refused to it.",
     )
     max_delay_s: float = Field(
         default=7 * 24 * 3600.0,
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="Longest delay the model may ask for; longer is refused to it.",
     )
@@ -289,6 +292,13 @@ def followup_key_problem(key_field: str, followups: FollowupConfig) -> str | Non
     )
 
 
+OtlpEndpoint = Annotated[str, Field(pattern=r"^https?://\S+$")]
+"""An OTLP/HTTP collector URL (`otlp_endpoint`)."""
+
+SampleRatio = Annotated[float, Field(ge=0, le=1)]
+"""The share of runs traced, 0 to 1 (`sample_ratio`)."""
+
+
 class TelemetryConfig(BaseModel):
     """Where the operator sends live OpenTelemetry spans and metrics, and what spans hold.
 
@@ -296,15 +306,14 @@ class TelemetryConfig(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    otlp_endpoint: str = Field(
-        pattern=r"^https?://\S+$",
+    otlp_endpoint: OtlpEndpoint = Field(
         description="OTLP/HTTP collector URL; a bare host gets /v1/traces and /v1/metrics.",
     )
     headers: dict[str, SecretStr] = Field(
         default_factory=dict, description="HTTP headers for the collector (e.g. Authorization)."
     )
-    sample_ratio: float = Field(
-        default=1.0, ge=0, le=1, description="Share of runs traced, decided by the trace id."
+    sample_ratio: SampleRatio = Field(
+        default=1.0, description="Share of runs traced, decided by the trace id."
     )
     capture_content: bool = Field(
         default=False, description="Put message text and tool arguments/results in spans."
@@ -372,7 +381,7 @@ class ToolRef(BaseModel):
     approval_timeout_s: float | None = Field(
         default=None,
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="How long a call waits for its decision; unset: the agent's.",
     )
