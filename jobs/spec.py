@@ -58,6 +58,7 @@ from streamagents.operators.agent.config import (
 )
 from streamagents.operators.agent.tools import load_tool
 from streamagents.operators.otel_sdk import OtelMissingError, require_otel
+from streamagents.serde.avro import LogLevel
 
 __all__ = [
     "AgentSpec",
@@ -301,8 +302,8 @@ class EventLogSpec(_SpecModel):
     kafka: KafkaSinkSpec | None = Field(
         default=None, description="A Kafka topic of Avro single-object messages."
     )
-    level: Literal["off", "standard", "verbose"] = Field(
-        default="standard",
+    level: Literal[tuple(level.value for level in LogLevel)] = Field(  # type: ignore[valid-type]
+        default=AgentConfig.model_fields["event_log_level"].default,
         description="standard keeps a bounded prefix of long texts, verbose keeps all, off none.",
     )
     roll_bytes: int | None = Field(default=None, ge=1, description="Roll a file at this size.")
