@@ -195,6 +195,11 @@ class ModelEntry(ModelSpec):
         description='demo only: "module:function" that scripts the test double\'s replies.',
     )
 
+    @property
+    def wire(self) -> str:
+        """The provider whose adapter serves this entry (the demo speaks the Gemini wire)."""
+        return "gemini" if self.provider == "demo" else self.provider
+
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         for name, value in super().__repr_args__():
             # Options may hold ${ENV} values: show which options are set, never their values.
@@ -546,7 +551,7 @@ def check_runnable(loaded: LoadedSpec) -> None:
         sys.path.append(spec_dir)
     problems = []
     approving = False
-    provider = "gemini" if loaded.model.provider == "demo" else loaded.model.provider
+    provider = loaded.model.wire
     if provider not in PROVIDERS:
         index = loaded.spec.agent.model.index(loaded.model)
         path = ("agent", "model", index, "provider")
