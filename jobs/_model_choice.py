@@ -51,20 +51,10 @@ def demo_server(entry: ModelEntry) -> Iterator[str | None]:
 
 def model_spec(entry: ModelEntry, demo_url: str | None = None) -> ModelSpec:
     """The operator's `ModelSpec` for `entry`; a demo entry needs the running stub's URL."""
-    if entry.provider != "demo":
-        return ModelSpec(
-            provider=entry.provider,
-            model=entry.model,
-            options=dict(entry.options),
-            generation=dict(entry.generation),
-            sdk_process=entry.sdk_process,
-        )
-    if demo_url is None:
-        raise ValueError("a demo model needs its stub server running (demo_url is missing)")
-    return ModelSpec(
-        provider="gemini",
-        model=entry.model,
-        options={"api_key": DEMO_API_KEY, "base_url": demo_url, **entry.options},
-        generation=dict(entry.generation),
-        sdk_process=bool(entry.sdk_process),  # the demo starts in a blink unless asked
-    )
+    settings = {**entry.model_dump(exclude={"responder"}), "provider": entry.wire}
+    if entry.provider == "demo":
+        if demo_url is None:
+            raise ValueError("a demo model needs its stub server running (demo_url is missing)")
+        settings["options"] = {"api_key": DEMO_API_KEY, "base_url": demo_url, **entry.options}
+        settings["sdk_process"] = bool(entry.sdk_process)  # the demo starts in a blink unless asked
+    return ModelSpec(**settings)

@@ -102,34 +102,17 @@ def flink_configuration(
 
 
 def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
-    """The operator's `AgentConfig` for a spec and its resolved model."""
+    """The operator's `AgentConfig` for a spec and its resolved model: the spec's agent
+    settings as they are, with what the job around the agent decides."""
     spec = loaded.spec
-    agent = spec.agent
-    level = spec.event_log.level if spec.event_log is not None else "off"
     return AgentConfig(
+        **spec.agent.settings(),
         job_id=spec.name,
         model=model,
-        system_prompt=agent.system_prompt,
-        tools=list(agent.tools),
-        approval_timeout_s=agent.approval_timeout_s,
         key_field=spec.key,
-        max_in_flight=agent.max_in_flight,
-        max_waiting_inputs=agent.max_waiting_inputs,
-        while_parked=agent.while_parked,
-        max_inputs_per_parked_key=agent.max_inputs_per_parked_key,
-        memory=agent.memory,
-        budgets=agent.budgets,
         media_store=spec.media_store,
-        offload_threshold_bytes=agent.offload_threshold_bytes,
-        input_limits=agent.input_limits,
-        event_log_level=level,
+        event_log_level=spec.event_log.level if spec.event_log is not None else "off",
         telemetry=loaded.telemetry,
-        tool_timeout_s=agent.tool_timeout_s,
-        max_tool_result_bytes=agent.max_tool_result_bytes,
-        builtin_tools=agent.builtin_tools,
-        context_cache=agent.context_cache,
-        documents=list(agent.documents),
-        followups=agent.followups,
     )
 
 

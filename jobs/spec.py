@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
-from streamagents.connectors.providers import PROVIDERS
+from streamagents.connectors.providers import PROVIDER_NAMES, PROVIDERS
 from streamagents.jobs._telemetry_env import TelemetryEnvError, telemetry_config
 from streamagents.jobs._yaml_source import (
     FieldPath,
@@ -43,23 +43,22 @@ from streamagents.jobs._yaml_source import (
     load_yaml,
 )
 from streamagents.operators.agent.config import (
-    ApprovalTimeout,
-    Budgets,
+    LONGEST_WAIT_S,
+    AgentConfig,
+    AgentSettings,
     BuiltinTools,
     ContextCacheConfig,
-    FollowupConfig,
-    InputLimits,
-    MemoryConfig,
-    ParkedKeyInputs,
+    ModelSpec,
+    OtlpEndpoint,
+    SampleRatio,
     TelemetryConfig,
     ToolRef,
-    WaitingInputs,
-    WhileParked,
     followup_key_problem,
     gemini_extras_problem,
 )
-from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES, load_tool
+from streamagents.operators.agent.tools import load_tool
 from streamagents.operators.otel_sdk import OtelMissingError, require_otel
+from streamagents.serde.avro import LogLevel
 
 __all__ = [
     "AgentSpec",
@@ -174,24 +173,15 @@ class SourceSpec(_SpecModel):
         return self
 
 
-_PROVIDERS = ("gemini", "gemini-interactions", "openai", "openai-responses", "demo")
+class ModelEntry(ModelSpec):
+    """One model the agent may use: a `ModelSpec` whose provider may also be `demo` (the
+    test double on 127.0.0.1 that `responder` scripts), and whose unset `sdk_process` leaves
+    the choice to where the job runs."""
 
+    model_config = _SpecModel.model_config
 
-class ModelEntry(_SpecModel):
-    """One model the agent may use; `demo` is the scripted test double on 127.0.0.1."""
-
-    provider: Literal["gemini", "gemini-interactions", "openai", "openai-responses", "demo"] = (
-        Field(
-            description="gemini, gemini-interactions, openai (Chat Completions), openai-responses, "
-            "or demo."
-        )
-    )
-    model: str = Field(min_length=1, description="Model name as the provider spells it.")
-    options: dict[str, Any] = Field(
-        default_factory=dict, description="Client options: api_key, base_url, timeout, ..."
-    )
-    generation: dict[str, Any] = Field(
-        default_factory=dict, description="Generation options: temperature, ..."
+    provider: Literal[(*PROVIDER_NAMES, "demo")] = Field(  # type: ignore[valid-type]
+        description=f"{', '.join(PROVIDER_NAMES)}, or demo."
     )
     sdk_process: bool | None = Field(
         default=None,
@@ -205,9 +195,14 @@ class ModelEntry(_SpecModel):
         description='demo only: "module:function" that scripts the test double\'s replies.',
     )
 
+    @property
+    def wire(self) -> str:
+        """The provider whose adapter serves this entry (the demo speaks the Gemini wire)."""
+        return "gemini" if self.provider == "demo" else self.provider
+
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         for name, value in super().__repr_args__():
-            # Options hold API keys: show which options are set, never their values.
+            # Options may hold ${ENV} values: show which options are set, never their values.
             yield name, (sorted(value) if name == "options" else value)
 
     @model_validator(mode="after")
@@ -223,65 +218,37 @@ def _one_or_many(value: Any) -> Any:
     return [value] if isinstance(value, Mapping) else value
 
 
-_YEAR_S = 365 * 24 * 3600.0
-"""Longest checkpoint interval, timeout or approval wait a spec may give (whole ms)."""
-
-
 def _tool_entry(value: Any) -> Any:
     """A tool given as its bare import path means `{ref: path}`."""
     return {"ref": value} if isinstance(value, str) else value
 
 
-class AgentSpec(_SpecModel):
-    """The agent run for each input: model, prompt, tools, memory, budgets, concurrency."""
+class _ModelCandidates(_SpecModel):
+    """The spec's `agent.model`: the candidates, of which the job uses one."""
 
     model: Annotated[list[ModelEntry], BeforeValidator(_one_or_many)] = Field(
         min_length=1,
         description="A model, or a list of candidates: the first whose ${ENV} variables "
         "are all set is used.",
     )
-    system_prompt: str = Field(default="", description="System instruction of every run.")
+
+
+class AgentSpec(AgentSettings, _ModelCandidates):
+    """The agent run for each input: the model candidates and the agent's settings, with
+    tools written as import paths and documents relative to the spec.
+
+    `_ModelCandidates` comes after `AgentSettings` among the bases so that `model` is the
+    first field: it is validated before the settings that depend on the provider."""
+
     tools: list[Annotated[ToolRef, BeforeValidator(_tool_entry)]] = Field(
         default_factory=list,
         description='Tools by import path, "package.module:function", or as '
         "{ref: ..., approval: required | none, approval_timeout_s: ...}.",
     )
-    approval_timeout_s: ApprovalTimeout = 86400.0
-    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Per-key memory.")
-    budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
-    max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
-    max_waiting_inputs: WaitingInputs = 256
-    while_parked: WhileParked = "queue"
-    max_inputs_per_parked_key: ParkedKeyInputs = 32
-    tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
-    max_tool_result_bytes: int = Field(
-        default=DEFAULT_MAX_RESULT_BYTES,
-        ge=1,
-        description="Largest tool result (text and inline media bytes); larger is an error.",
-    )
-    offload_threshold_bytes: int = Field(
-        default=65536, ge=0, description="Inline media above this size goes to the store."
-    )
-    input_limits: InputLimits = Field(
-        default_factory=InputLimits, description="Bounds of one input line."
-    )
-    builtin_tools: BuiltinTools = Field(
-        default_factory=BuiltinTools,
-        description="Gemini built-in server tools: google_search, url_context, code_execution.",
-    )
-    context_cache: ContextCacheConfig = Field(
-        default_factory=ContextCacheConfig,
-        description="Gemini explicit context caching: enabled, ttl_s, min_tokens.",
-    )
     documents: list[PathOrUri] = Field(
         default_factory=list,
         description="Documents (files relative to the spec, or URLs) sent first in every "
         "request; with context_cache on they live in the cache.",
-    )
-    followups: FollowupConfig = Field(
-        default_factory=FollowupConfig,
-        description="Scheduled follow-ups: enabled, min_delay_s, max_delay_s, max_pending, "
-        "cancel_on_input, max_note_chars.",
     )
 
     @field_validator("builtin_tools", "context_cache")
@@ -340,8 +307,8 @@ class EventLogSpec(_SpecModel):
     kafka: KafkaSinkSpec | None = Field(
         default=None, description="A Kafka topic of Avro single-object messages."
     )
-    level: Literal["off", "standard", "verbose"] = Field(
-        default="standard",
+    level: Literal[tuple(level.value for level in LogLevel)] = Field(  # type: ignore[valid-type]
+        default=AgentConfig.model_fields["event_log_level"].default,
         description="standard keeps a bounded prefix of long texts, verbose keeps all, off none.",
     )
     roll_bytes: int | None = Field(default=None, ge=1, description="Roll a file at this size.")
@@ -396,7 +363,7 @@ class CheckpointSpec(_SpecModel):
     interval_s: float = Field(
         default=5.0,
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="Seconds between checkpoints.",
     )
@@ -413,7 +380,7 @@ class CheckpointSpec(_SpecModel):
     timeout_s: float = Field(
         default=600.0,
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="A checkpoint not complete after this many seconds fails.",
     )
@@ -423,9 +390,8 @@ class TelemetrySpec(_SpecModel):
     """Live OpenTelemetry traces and metrics from the running job (needs `streamagents[otel]`);
     a field left out comes from the standard `OTEL_*` environment variables."""
 
-    otlp_endpoint: str | None = Field(
+    otlp_endpoint: OtlpEndpoint | None = Field(
         default=None,
-        pattern=r"^https?://\S+$",
         description="OTLP/HTTP collector URL (default: $OTEL_EXPORTER_OTLP_ENDPOINT).",
     )
     headers: dict[str, SecretStr] | None = Field(
@@ -433,8 +399,8 @@ class TelemetrySpec(_SpecModel):
         description="HTTP headers for the collector, secrets (default: "
         "$OTEL_EXPORTER_OTLP_HEADERS).",
     )
-    sample_ratio: float | None = Field(
-        default=None, ge=0, le=1, description="Share of runs traced (default 1)."
+    sample_ratio: SampleRatio | None = Field(
+        default=None, description="Share of runs traced (default 1)."
     )
     capture_content: bool | None = Field(
         default=None, description="Message text and tool arguments/results in spans (off)."
@@ -451,7 +417,10 @@ class JobSpec(_SpecModel):
         description="Dotted path of the field inputs are keyed by, e.g. customer.id.",
     )
     agent: AgentSpec = Field(description="The agent run for each input.")
-    media_store: PathOrUri = Field(default="media", description="Media store: path or URI.")
+    media_store: PathOrUri = Field(
+        default=AgentConfig.model_fields["media_store"].default,
+        description="Media store: path or URI.",
+    )
     event_log: EventLogSpec | None = Field(default=None, description="The event log.")
     telemetry: TelemetrySpec | None = Field(
         default=None, description="Live OpenTelemetry traces and metrics."
@@ -582,7 +551,7 @@ def check_runnable(loaded: LoadedSpec) -> None:
         sys.path.append(spec_dir)
     problems = []
     approving = False
-    provider = "gemini" if loaded.model.provider == "demo" else loaded.model.provider
+    provider = loaded.model.wire
     if provider not in PROVIDERS:
         index = loaded.spec.agent.model.index(loaded.model)
         path = ("agent", "model", index, "provider")

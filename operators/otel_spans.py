@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from streamagents.connectors.providers import provider_family
 from streamagents.operators.log_runs import runs_in_order
 from streamagents.serde.chat import retries_from_attributes
 from streamagents.serde.events import AgentEvent, EventType
@@ -38,13 +39,13 @@ __all__ = [
 
 AttributeValue = str | int | float | bool | tuple[str, ...]
 
-PROVIDER_NAMES = {
-    "gemini": "gcp.gemini",
-    "gemini-interactions": "gcp.gemini",
-    "openai": "openai",
-    "openai-responses": "openai",
-}
-"""`gen_ai.provider.name` of each configured provider (the conventions' well-known values)."""
+_GEN_AI_PROVIDERS = {"gemini": "gcp.gemini", "openai": "openai"}
+"""`gen_ai.provider.name` of each provider family (the conventions' well-known values)."""
+
+
+def _gen_ai_provider(provider: str) -> str:
+    """The `gen_ai.provider.name` of a configured provider; an unknown one as it is named."""
+    return _GEN_AI_PROVIDERS.get(provider_family(provider) or "", provider)
 
 
 @dataclass(frozen=True)
@@ -271,7 +272,7 @@ def _chat_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     provider = payload.attributes.get("provider")
     attributes: dict[str, AttributeValue] = {"gen_ai.operation.name": "chat"}
     if provider:
-        attributes["gen_ai.provider.name"] = PROVIDER_NAMES.get(provider, provider)
+        attributes["gen_ai.provider.name"] = _gen_ai_provider(provider)
         run.attributes.setdefault("gen_ai.provider.name", attributes["gen_ai.provider.name"])
     if payload.model:
         attributes["gen_ai.request.model"] = payload.model

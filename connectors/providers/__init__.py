@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROVIDERS",
+    "PROVIDER_NAMES",
     "BadRequest",
     "ChatModel",
     "ConnectionFailed",
@@ -57,6 +58,7 @@ __all__ = [
     "ServerError",
     "UnsupportedContent",
     "create_model",
+    "provider_family",
 ]
 
 _ADAPTERS = {
@@ -71,6 +73,17 @@ _PROVIDER_ADAPTERS = {
     "openai": "OpenAIChatModel",
     "openai-responses": "OpenAIResponsesModel",
 }
+"""Each provider name and the adapter class it builds: the one place provider names are listed."""
+
+PROVIDER_NAMES: tuple[str, ...] = tuple(_PROVIDER_ADAPTERS)
+"""The provider names `create_model` accepts (known without importing any SDK)."""
+
+
+def provider_family(provider: str) -> str | None:
+    """The vendor family (`gemini`, `openai`: the subpackage of its adapter) of a provider
+    name; None for a name that is not a provider."""
+    adapter = _PROVIDER_ADAPTERS.get(provider)
+    return None if adapter is None else _ADAPTERS[adapter].split(".")[-2]
 
 
 @functools.cache
@@ -97,8 +110,7 @@ def create_model(
     prefix_cache: PrefixCache | None = None,
     **options: Any,
 ) -> ChatModel:
-    """Build the adapter for `provider` ("gemini", "gemini-interactions", "openai",
-    "openai-responses") and `model`, ready to use.
+    """Build the adapter for `provider` (one of `PROVIDER_NAMES`) and `model`, ready to use.
 
     `options` are the adapter's constructor keyword arguments: the shared `ModelOptions`
     (api_key, base_url, timeout, max_retries, retry, retry_budget, media_store, generation)

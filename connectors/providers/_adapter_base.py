@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import json
 import random
 import time
@@ -133,6 +134,10 @@ class ModelOptions:
             raise ValueError(
                 f"unknown transport {self.transport!r}; known: {', '.join(TRANSPORTS)}"
             )
+        # A job spec's options are plain data: `retry: {max_retries: 2}` is a RetryPolicy.
+        object.__setattr__(self, "retry", _retry_setting("retry", RetryPolicy, self.retry))
+        budget = _retry_setting("retry_budget", RetryBudget, self.retry_budget)
+        object.__setattr__(self, "retry_budget", budget)
 
     @classmethod
     def from_keywords(cls: type[OptionsT], owner: str, options: Mapping[str, Any]) -> OptionsT:
@@ -143,6 +148,27 @@ class ModelOptions:
             names = ", ".join(repr(name) for name in unknown)
             raise TypeError(f"unknown option {names} for {owner}; known: {', '.join(known)}")
         return cls(**options)
+
+
+SettingT = TypeVar("SettingT", RetryPolicy, RetryBudget)
+
+
+def _retry_setting(name: str, kind: type[SettingT], given: Any) -> SettingT | None:
+    """The `retry`/`retry_budget` option as its object: given as one, or as a mapping of its
+    numeric settings; anything else is a `TypeError` naming the option."""
+    if given is None or isinstance(given, kind):
+        return given
+    if not isinstance(given, Mapping):
+        raise TypeError(f"{name} must be a {kind.__name__} or a mapping of its settings")
+    known = list(inspect.signature(kind).parameters)
+    unknown = [key for key in given if key not in known]
+    if unknown:
+        names = ", ".join(repr(key) for key in unknown)
+        raise TypeError(f"unknown {name} setting {names}; known: {', '.join(known)}")
+    for key, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{name}.{key} must be a number, not {type(value).__name__}")
+    return kind(**given)
 
 
 def _http_exception_types(name: str) -> tuple[type[BaseException], ...]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from streamagents.operators.agent.config import (
     AgentConfig,
+    AgentSettings,
     Budgets,
     InputLimits,
     MemoryConfig,
@@ -27,6 +28,7 @@ from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool, to
 __all__ = [
     "AgentConfig",
     "AgentRuntime",
+    "AgentSettings",
     "Budgets",
     "InputLimits",
     "MemoryConfig",

@@ -12,12 +12,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from streamagents.connectors.providers import PROVIDER_NAMES
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
 
 __all__ = [
     "GEMINI_EXTRAS_PROVIDERS",
+    "LONGEST_WAIT_S",
     "AgentConfig",
+    "AgentSettings",
     "Budgets",
     "BuiltinTools",
     "ContextCacheConfig",
@@ -25,6 +28,8 @@ __all__ = [
     "InputLimits",
     "MemoryConfig",
     "ModelSpec",
+    "OtlpEndpoint",
+    "SampleRatio",
     "TelemetryConfig",
     "ToolRef",
     "followup_key_problem",
@@ -67,11 +72,8 @@ class ModelSpec(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    provider: str = Field(
-        description='Provider name: "gemini", "gemini-interactions", "openai" or '
-        '"openai-responses".'
-    )
-    model: str = Field(description="Model name as the provider spells it.")
+    provider: str = Field(description=f"Provider name: {', '.join(PROVIDER_NAMES)}.")
+    model: str = Field(min_length=1, description="Model name as the provider spells it.")
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="Client constructor options (api_key, base_url, timeout, max_retries...).",
@@ -216,14 +218,14 @@ def gemini_extras_problem(
     return None
 
 
-_YEAR_S = 365 * 24 * 3600.0
-"""Longest wait a config may give (timers take whole milliseconds)."""
+LONGEST_WAIT_S = 365 * 24 * 3600.0
+"""Longest wait or interval a config or job spec may give (Flink takes whole milliseconds)."""
 
 ApprovalTimeout = Annotated[
     float,
     Field(
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="How long a tool call that needs approval waits for its decision, unless "
         "its tool says otherwise; then it is rejected as timed out.",
@@ -243,14 +245,14 @@ class FollowupConfig(BaseModel):
     min_delay_s: float = Field(
         default=60.0,
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="Shortest delay the model may ask for; shorter is refused to it.",
     )
     max_delay_s: float = Field(
         default=7 * 24 * 3600.0,
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="Longest delay the model may ask for; longer is refused to it.",
     )
@@ -290,6 +292,13 @@ def followup_key_problem(key_field: str, followups: FollowupConfig) -> str | Non
     )
 
 
+OtlpEndpoint = Annotated[str, Field(pattern=r"^https?://\S+$")]
+"""An OTLP/HTTP collector URL (`otlp_endpoint`)."""
+
+SampleRatio = Annotated[float, Field(ge=0, le=1)]
+"""The share of runs traced, 0 to 1 (`sample_ratio`)."""
+
+
 class TelemetryConfig(BaseModel):
     """Where the operator sends live OpenTelemetry spans and metrics, and what spans hold.
 
@@ -297,15 +306,14 @@ class TelemetryConfig(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    otlp_endpoint: str = Field(
-        pattern=r"^https?://\S+$",
+    otlp_endpoint: OtlpEndpoint = Field(
         description="OTLP/HTTP collector URL; a bare host gets /v1/traces and /v1/metrics.",
     )
     headers: dict[str, SecretStr] = Field(
         default_factory=dict, description="HTTP headers for the collector (e.g. Authorization)."
     )
-    sample_ratio: float = Field(
-        default=1.0, ge=0, le=1, description="Share of runs traced, decided by the trace id."
+    sample_ratio: SampleRatio = Field(
+        default=1.0, description="Share of runs traced, decided by the trace id."
     )
     capture_content: bool = Field(
         default=False, description="Put message text and tool arguments/results in spans."
@@ -373,7 +381,7 @@ class ToolRef(BaseModel):
     approval_timeout_s: float | None = Field(
         default=None,
         gt=0,
-        le=_YEAR_S,
+        le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="How long a call waits for its decision; unset: the agent's.",
     )
@@ -385,51 +393,43 @@ class ToolRef(BaseModel):
         return self
 
 
-class AgentConfig(BaseModel):
-    """Everything the agent runtime needs to run one agent per key."""
+class AgentSettings(BaseModel):
+    """What the agent does with each input — prompt, tools, concurrency, bounds, budgets,
+    Gemini extras — declared once for `AgentConfig` and a job spec's `agent:` block."""
 
     model_config = _MODEL_CONFIG
 
-    job_id: str = Field(default="streamagents", description="Job name written into events.")
-    model: ModelSpec = Field(description="The chat model.")
     system_prompt: str = Field(default="", description="System instruction of every request.")
     tools: list[str | ToolRef] = Field(
         default_factory=list,
         description='Tools: import paths, "package.module:function", or `ToolRef`s.',
     )
     approval_timeout_s: ApprovalTimeout = 86400.0
-    key_field: str = Field(default="key", description="Dotted path of the key in an input.")
+    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Short-term memory.")
+    budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")
     max_waiting_inputs: WaitingInputs = 256
     while_parked: WhileParked = "queue"
     max_inputs_per_parked_key: ParkedKeyInputs = 32
-    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Short-term memory.")
-    budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
-    media_store: str = Field(default="media", description="Media store root: path or URI.")
-    offload_threshold_bytes: int = Field(
-        default=65536, ge=0, description="Inline media larger than this goes to the store."
-    )
-    input_limits: InputLimits = Field(
-        default_factory=InputLimits, description="Bounds of one input line."
-    )
-    event_log_level: str = Field(
-        default="standard", description='Event log level: "off", "standard" or "verbose".'
-    )
-    telemetry: TelemetryConfig | None = Field(
-        default=None, description="Live OpenTelemetry spans and metrics; None sends none."
-    )
     tool_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one tool call.")
     max_tool_result_bytes: int = Field(
         default=DEFAULT_MAX_RESULT_BYTES,
         ge=1,
         description="Largest tool result (text and inline media bytes); larger is an error.",
     )
-
+    offload_threshold_bytes: int = Field(
+        default=65536, ge=0, description="Inline media larger than this goes to the store."
+    )
+    input_limits: InputLimits = Field(
+        default_factory=InputLimits, description="Bounds of one input line."
+    )
     builtin_tools: BuiltinTools = Field(
-        default_factory=BuiltinTools, description="Gemini built-in server-side tools."
+        default_factory=BuiltinTools,
+        description="Gemini built-in server tools: google_search, url_context, code_execution.",
     )
     context_cache: ContextCacheConfig = Field(
-        default_factory=ContextCacheConfig, description="Gemini explicit context caching."
+        default_factory=ContextCacheConfig,
+        description="Gemini explicit context caching: enabled, ttl_s, min_tokens.",
     )
     documents: list[str] = Field(
         default_factory=list,
@@ -439,6 +439,26 @@ class AgentConfig(BaseModel):
     followups: FollowupConfig = Field(
         default_factory=FollowupConfig,
         description="Scheduled follow-ups (the built-in `schedule_followup` tool).",
+    )
+
+    def settings(self) -> dict[str, Any]:
+        """These settings (and only these) as keyword arguments, values as they are."""
+        return {name: getattr(self, name) for name in AgentSettings.model_fields}
+
+
+class AgentConfig(AgentSettings):
+    """Everything the agent runtime needs to run one agent per key: the agent's settings,
+    the model, and where the job puts its key, media and events."""
+
+    job_id: str = Field(default="streamagents", description="Job name written into events.")
+    model: ModelSpec = Field(description="The chat model.")
+    key_field: str = Field(default="key", description="Dotted path of the key in an input.")
+    media_store: str = Field(default="media", description="Media store root: path or URI.")
+    event_log_level: str = Field(
+        default="standard", description='Event log level: "off", "standard" or "verbose".'
+    )
+    telemetry: TelemetryConfig | None = Field(
+        default=None, description="Live OpenTelemetry spans and metrics; None sends none."
     )
 
     @model_validator(mode="after")

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from streamagents.connectors.providers import PROVIDERS, GeminiChatModel, GeminiInteractionsModel
+from streamagents.connectors.providers import (
+    PROVIDER_NAMES,
+    PROVIDERS,
+    GeminiChatModel,
+    GeminiInteractionsModel,
+)
 from streamagents.connectors.providers._usable_cores import usable_cores
 from streamagents.connectors.providers.sdk_process import SdkProcessModel
 from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
@@ -15,7 +20,7 @@ from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.graph import agent_config, flink_configuration
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 from streamagents.operators.agent import AgentRuntime
-from streamagents.operators.agent.config import InputLimits
+from streamagents.operators.agent.config import AgentConfig, InputLimits
 from streamagents.operators.flink import BUFFER_DEBLOAT
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jobs" / "examples" / "support_tickets.yaml"
@@ -79,6 +84,20 @@ def test_bad_choice_suggests_the_nearest_valid_value(tmp_path: Path) -> None:
     message = problems(write(tmp_path, MINIMAL.replace("provider: gemini", "provider: gemni")))
     assert ":6: agent.model.provider: expected 'gemini', 'gemini-interactions'" in message
     assert "did you mean 'gemini'?" in message
+
+
+def test_every_provider_create_model_builds_is_a_spec_provider(tmp_path: Path) -> None:
+    assert sorted(PROVIDERS) == sorted(PROVIDER_NAMES)
+    for name in PROVIDER_NAMES:
+        text = MINIMAL.replace("provider: gemini", f"provider: {name}")
+        assert load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "k"}).model.provider == name
+
+
+def test_an_agent_block_with_only_a_model_has_the_python_api_defaults(tmp_path: Path) -> None:
+    loaded = load_spec(write(tmp_path, MINIMAL), {"GEMINI_API_KEY": "test-key"})
+    model = model_spec(loaded.model)
+    assert agent_config(loaded, model).settings() == AgentConfig(model=model).settings()
+    assert loaded.spec.media_store == AgentConfig(model=model).media_store
 
 
 def test_missing_required_key_names_its_parent_line(tmp_path: Path) -> None:
@@ -207,6 +226,27 @@ def test_model_options_the_adapter_refuses_are_reported_with_their_line(tmp_path
     loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
     check_runnable(loaded)
     assert loaded.model.options["transport"] == "httpx"
+
+
+def test_retry_settings_in_a_spec_reach_the_adapter_and_bad_ones_fail_validate(
+    tmp_path: Path,
+) -> None:
+    retry = "retry: {max_retries: 1, initial_delay_s: 0.1}, retry_budget: {ratio: 0.5}"
+    text = MINIMAL.replace('${GEMINI_API_KEY}"}', f'${{GEMINI_API_KEY}}", {retry}}}')
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+    check_runnable(loaded)
+    model = PROVIDERS["gemini"]("m", **loaded.model.options)
+    assert (model.retry.max_retries, model.retry.initial_delay_s) == (1, 0.1)
+    assert model.retry_budget.ratio == 0.5
+    for bad, expected in (
+        ("retry: {max_retrys: 1}", "unknown retry setting 'max_retrys'"),
+        ("retry: {jitter: lots}", "retry.jitter must be a number"),
+        ("retry_budget: 3", "retry_budget must be a RetryBudget or a mapping"),
+    ):
+        text = MINIMAL.replace('${GEMINI_API_KEY}"}', f'${{GEMINI_API_KEY}}", {bad}}}')
+        with pytest.raises(SpecError) as caught:
+            check_runnable(load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
+        assert ":6: agent.model.options: " in str(caught.value) and expected in str(caught.value)
 
 
 def test_a_spec_chooses_the_interactions_wire_with_its_store_options(tmp_path: Path) -> None:

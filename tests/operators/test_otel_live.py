@@ -19,9 +19,16 @@ from otlp_collector import attributes, received_metrics, received_spans
 from sample_runs import SECRET, SampleLog, write_sample_log
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
+from streamagents.connectors.providers import PROVIDER_NAMES
 from streamagents.operators.agent import TelemetryConfig
 from streamagents.operators.otel_live import LiveTelemetry, SpanShipper, sampled
-from streamagents.operators.otel_spans import LiveSpans, SpanRecord, spans_from_events
+from streamagents.operators.otel_spans import (
+    _GEN_AI_PROVIDERS,
+    LiveSpans,
+    SpanRecord,
+    _gen_ai_provider,
+    spans_from_events,
+)
 from streamagents.serde.events import AgentEvent, RunEvent
 
 HEADER_SECRET = "Bearer otlp-header-secret-0123456789"
@@ -64,6 +71,13 @@ def test_live_spans_are_the_offline_spans(sample: SampleLog, capture: bool) -> N
     # A step's span leaves as soon as its response is in, before its run's span.
     assert live[0].name == "chat gemini-2.5-flash"
     assert live[3].name == "invoke_agent sample-job"
+
+
+def test_every_provider_has_the_gen_ai_name_of_its_family() -> None:
+    names = {provider: _gen_ai_provider(provider) for provider in PROVIDER_NAMES}
+    assert set(names.values()) <= set(_GEN_AI_PROVIDERS.values())
+    assert names["gemini-interactions"] == "gcp.gemini" and names["openai-responses"] == "openai"
+    assert _gen_ai_provider("test-double") == "test-double"
 
 
 def test_a_run_restored_mid_way_keeps_its_ids(sample: SampleLog) -> None:

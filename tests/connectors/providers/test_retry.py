@@ -83,6 +83,16 @@ def test_create_model_builds_each_provider_and_rejects_unknown_names() -> None:
         create_model("anthropic", "claude")
 
 
+def test_retry_options_given_as_mappings_build_the_policy_and_the_budget() -> None:
+    model = create_model(
+        "openai", "m", api_key="k", retry={"max_delay_s": 5}, retry_budget={"reserve": 2}
+    )
+    assert model.retry == RetryPolicy(max_delay_s=5)
+    assert isinstance(model.retry_budget, RetryBudget) and model.retry_budget.reserve == 2
+    with pytest.raises(TypeError, match="unknown retry_budget setting 'size'"):
+        create_model("openai", "m", api_key="k", retry_budget={"size": 2})
+
+
 def test_a_missing_api_key_is_refused_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
