@@ -115,7 +115,7 @@ def legal_call_id(call_id: str) -> str:
     """`call_id` as this wire accepts it: 1-64 of `[A-Za-z0-9_-]`. A legal id stays as it
     is; any other is cleaned and suffixed with a digest of the original, so distinct ids
     stay distinct and a call and its result always agree."""
-    if _CALL_ID.match(call_id):
+    if _CALL_ID.fullmatch(call_id):
         return call_id
     digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{_ILLEGAL.sub('_', call_id)[:47]}_{digest}"
