@@ -59,7 +59,7 @@ from streamagents.operators.agent.config import (
     gemini_extras_problem,
 )
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES, load_tool
-from streamagents.operators.otel_sdk import OtelMissingError, require_otel
+from streamagents.operators.telemetry.sdk_spans import OtelMissingError, require_otel
 
 __all__ = [
     "AgentSpec",

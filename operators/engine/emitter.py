@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from streamagents.operators.agent.runtime import RunState
 from streamagents.operators.engine.metrics import EngineMetrics
-from streamagents.operators.otel_live import LiveTelemetry
+from streamagents.operators.telemetry.live import LiveTelemetry
 from streamagents.serde.events import RunEvent
 
 __all__ = ["Emitter", "EventWriter", "SideOutputs"]

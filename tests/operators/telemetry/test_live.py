@@ -20,8 +20,8 @@ from sample_runs import SECRET, SampleLog, write_sample_log
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.operators.agent import TelemetryConfig
-from streamagents.operators.otel_live import LiveTelemetry, SpanShipper, sampled
-from streamagents.operators.otel_spans import LiveSpans, SpanRecord, spans_from_events
+from streamagents.operators.telemetry.live import LiveTelemetry, SpanShipper, sampled
+from streamagents.operators.telemetry.spans import LiveSpans, SpanRecord, spans_from_events
 from streamagents.serde.events import AgentEvent, RunEvent
 
 HEADER_SECRET = "Bearer otlp-header-secret-0123456789"
