@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from streamagents.connectors.providers._errors import BadRequest, ProviderError
+from streamagents.connectors.providers.errors import BadRequest, ProviderError
 from streamagents.connectors.providers.gemini.wire import GeminiRequest
 from streamagents.serde.chat import ChatResponse
 
