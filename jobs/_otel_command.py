@@ -10,8 +10,8 @@ from pathlib import Path
 from streamagents.connectors.eventlog import DamagedFile, read_events
 from streamagents.jobs._eventlog_commands import add_in_progress_flag, report_damaged
 from streamagents.jobs._otel_export import export_http, otlp_json
-from streamagents.operators.otel_sdk import OtelMissingError, require_otel
-from streamagents.operators.otel_spans import spans_from_events
+from streamagents.operators.telemetry.sdk_spans import OtelMissingError, require_otel
+from streamagents.operators.telemetry.spans import spans_from_events
 
 __all__ = ["register_export"]
 

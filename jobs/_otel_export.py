@@ -2,7 +2,7 @@
 
 `export_http` posts the spans to an OTLP/HTTP collector with the SDK's protobuf exporter;
 `otlp_json` gives the same request in OTLP/JSON form (hex ids, as the OTLP spec asks) for a
-file. Both need the optional extra (`streamagents.operators.otel_sdk.require_otel`).
+file. Both need the optional extra (`streamagents.operators.telemetry.sdk_spans.require_otel`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streamagents.operators.otel_sdk import readable_spans, signal_url
-from streamagents.operators.otel_spans import SpanRecord
+from streamagents.operators.telemetry.sdk_spans import readable_spans, signal_url
+from streamagents.operators.telemetry.spans import SpanRecord
 
 __all__ = ["export_http", "otlp_json"]
 

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from streamagents.connectors.media import MediaStore
-from streamagents.operators.log_runs import runs_in_order
+from streamagents.operators.telemetry.log_runs import runs_in_order
 from streamagents.serde.chat import ServerToolEvidence
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, MediaPart, MediaRef, TextPart, ToolCall

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from streamagents.operators.engine_settings import BUFFER_DEBLOAT
+from streamagents.operators.flink.settings import BUFFER_DEBLOAT
 
 __all__ = [
     "ClusterError",

@@ -57,7 +57,7 @@ from streamagents.operators.agent.config import (
     gemini_extras_problem,
 )
 from streamagents.operators.agent.tools import load_tool
-from streamagents.operators.otel_sdk import OtelMissingError, require_otel
+from streamagents.operators.telemetry.sdk_spans import OtelMissingError, require_otel
 from streamagents.serde.avro import LogLevel
 
 __all__ = [

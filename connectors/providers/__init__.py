@@ -3,6 +3,9 @@
 The adapters and `PROVIDERS` are imported on first use (PEP 562 `__getattr__`): each
 family pulls in its SDK, and a process that needs one adapter (the SDK worker, say) then
 does not import the other SDK.
+
+An adapter is written with the public modules here: `base` (`ChatModel`, `ModelOptions`,
+the SDK shell `SDKChatModel`), `errors`, `retry`, `neutral_request` and `media_encoding`.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from streamagents.connectors.providers._adapter_base import ChatModel
-from streamagents.connectors.providers._errors import (
+from streamagents.connectors.providers._prefix_cache import PrefixCache
+from streamagents.connectors.providers.base import ChatModel
+from streamagents.connectors.providers.errors import (
     BadRequest,
     ConnectionFailed,
     EmptyResponseError,
@@ -24,8 +28,7 @@ from streamagents.connectors.providers._errors import (
     ServerError,
     UnsupportedContent,
 )
-from streamagents.connectors.providers._prefix_cache import PrefixCache
-from streamagents.connectors.providers._retry import RetryBudget, RetryPolicy
+from streamagents.connectors.providers.retry import RetryBudget, RetryPolicy
 from streamagents.connectors.providers.sdk_process import SdkProcessModel, wants_worker
 from streamagents.serde.message_json import MessageJson
 

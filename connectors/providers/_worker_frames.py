@@ -16,7 +16,7 @@ import json
 import struct
 from typing import Any
 
-from streamagents.connectors.providers._errors import ProviderError
+from streamagents.connectors.providers.errors import ProviderError
 from streamagents.serde.chat import RetryAttempt
 
 __all__ = [

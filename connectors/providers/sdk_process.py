@@ -30,8 +30,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from streamagents.connectors.providers._adapter_base import ChatModel
-from streamagents.connectors.providers._errors import ConnectionFailed
 from streamagents.connectors.providers._usable_cores import usable_cores
 from streamagents.connectors.providers._worker_frames import (
     CANCEL,
@@ -46,6 +44,8 @@ from streamagents.connectors.providers._worker_frames import (
     parse_header,
     read_frame,
 )
+from streamagents.connectors.providers.base import ChatModel
+from streamagents.connectors.providers.errors import ConnectionFailed
 from streamagents.serde.chat import ChatResponse, ToolSpec
 from streamagents.serde.message_json import MessageJson
 from streamagents.serde.messages import ChatMessage

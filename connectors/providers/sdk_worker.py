@@ -19,7 +19,6 @@ import sys
 
 from pydantic import TypeAdapter
 
-from streamagents.connectors.providers._adapter_base import ChatModel
 from streamagents.connectors.providers._worker_frames import (
     CANCEL,
     ERROR,
@@ -32,6 +31,7 @@ from streamagents.connectors.providers._worker_frames import (
     read_frame,
     split_blobs,
 )
+from streamagents.connectors.providers.base import ChatModel
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import ChatMessage
 

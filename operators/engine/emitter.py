@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from streamagents.operators.agent import RunState
 from streamagents.operators.agent.emitted_records import ApprovalRequest, DeadLetter, OutputRecord
 from streamagents.operators.engine.metrics import EngineMetrics
-from streamagents.operators.otel_live import LiveTelemetry
+from streamagents.operators.telemetry.live import LiveTelemetry
 from streamagents.serde.events import RunEvent
 
 __all__ = ["Emitter", "EventWriter", "SideOutputs"]

@@ -18,11 +18,6 @@ from pyflink.common import Configuration, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from streamagents.operators.agent import AgentConfig, AgentRuntime
-from streamagents.operators.engine_settings import (
-    BACKLOG_SETTINGS,
-    BUFFER_DEBLOAT,
-    ENGINE_SETTINGS,
-)
 from streamagents.operators.flink.agent_function import AgentFunction, RuntimeFactory
 from streamagents.operators.flink.eventlog_sink import (
     EventLogSinkFunction,
@@ -31,6 +26,11 @@ from streamagents.operators.flink.eventlog_sink import (
 )
 from streamagents.operators.flink.input_end_hold import key_with_hold
 from streamagents.operators.flink.parse_records import KEYED_INPUT_TYPE, ParseRecords
+from streamagents.operators.flink.settings import (
+    BACKLOG_SETTINGS,
+    BUFFER_DEBLOAT,
+    ENGINE_SETTINGS,
+)
 from streamagents.operators.flink.side_outputs import (
     APPROVAL_REQUESTS_TAG,
     DEAD_LETTERS_TAG,

@@ -32,7 +32,7 @@ from streamagents.operators.flink._task_watch import TaskWatch
 from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
 from streamagents.operators.flink.keyed_port import FlinkKeyedPort
 from streamagents.operators.flink.side_outputs import SIDE_OUTPUTS
-from streamagents.operators.otel_live import LiveTelemetry
+from streamagents.operators.telemetry.live import LiveTelemetry
 
 __all__ = ["AgentFunction", "RuntimeFactory"]
 

@@ -33,7 +33,7 @@ from otlp_collector import attributes, received_spans
 
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
-from streamagents.operators.otel_spans import span_id_for, spans_from_events, trace_id_for
+from streamagents.operators.telemetry.spans import span_id_for, spans_from_events, trace_id_for
 from streamagents.serde.events import EventType
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from streamagents.jobs.cluster import StandaloneCluster, interpreter_first, script_environment
-from streamagents.operators.engine_settings import BUFFER_DEBLOAT
+from streamagents.operators.flink.settings import BUFFER_DEBLOAT
 
 BIN = str(Path(sys.executable).parent)
 

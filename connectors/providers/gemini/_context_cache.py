@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from streamagents.connectors.providers._errors import BadRequest, ProviderError
 from streamagents.connectors.providers._prefix_cache import PrefixCache
+from streamagents.connectors.providers.errors import BadRequest, ProviderError
 from streamagents.connectors.providers.gemini.wire import GeminiRequest
 from streamagents.serde.chat import ChatResponse
 

@@ -23,9 +23,8 @@ from typing import Any
 from google import genai
 from google.genai import _interactions as interactions_errors
 
-from streamagents.connectors.providers._adapter_base import TRANSPORT_ERRORS
-from streamagents.connectors.providers._errors import BadRequest, ConnectionFailed, ProviderError
-from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.base import TRANSPORT_ERRORS
+from streamagents.connectors.providers.errors import BadRequest, ConnectionFailed, ProviderError
 from streamagents.connectors.providers.gemini._model import (
     GeminiChatModel,
     GeminiOptions,
@@ -38,6 +37,7 @@ from streamagents.connectors.providers.gemini.interactions_wire import (
     from_response,
     to_request,
 )
+from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
 from streamagents.serde.chat import ChatResponse
 
 __all__ = ["GeminiInteractionsModel", "GeminiInteractionsOptions"]

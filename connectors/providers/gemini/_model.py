@@ -13,10 +13,9 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from streamagents.connectors.providers._adapter_base import ModelOptions, SDKChatModel
-from streamagents.connectors.providers._aiohttp_session import proxied_session
-from streamagents.connectors.providers._errors import MalformedResponse, ProviderError
-from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.base import ModelOptions, SDKChatModel
+from streamagents.connectors.providers.errors import MalformedResponse, ProviderError
+from streamagents.connectors.providers.gemini._aiohttp_session import proxied_session
 from streamagents.connectors.providers.gemini._context_cache import (
     CacheCreated,
     ContextCache,
@@ -29,6 +28,7 @@ from streamagents.connectors.providers.gemini.wire import (
     from_response,
     to_request,
 )
+from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
 from streamagents.serde.chat import ChatResponse
 
 __all__ = ["ContextCacheSettings", "GeminiChatModel", "GeminiOptions"]

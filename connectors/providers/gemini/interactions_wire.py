@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.providers._errors import (
+from streamagents.connectors.providers.errors import (
     MalformedResponse,
     ServerError,
     UnsupportedContent,
     reject_silent_empty,
 )
-from streamagents.connectors.providers._media_encoding import b64
-from streamagents.connectors.providers._neutral_request import (
+from streamagents.connectors.providers.media_encoding import b64
+from streamagents.connectors.providers.neutral_request import (
     MessageLike,
     ToolLike,
     inline_bytes,

@@ -38,12 +38,12 @@ from typing import Any
 from google.genai import types
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.providers._errors import (
+from streamagents.connectors.providers.errors import (
     MalformedResponse,
     UnsupportedContent,
     reject_silent_empty,
 )
-from streamagents.connectors.providers._neutral_request import (
+from streamagents.connectors.providers.neutral_request import (
     MessageLike,
     ToolLike,
     inline_bytes,

@@ -21,13 +21,13 @@ from typing import Any
 import openai
 from openai._models import FinalRequestOptions
 
-from streamagents.connectors.providers._adapter_base import (
+from streamagents.connectors.providers.base import (
     ModelOptions,
     SDKChatModel,
     failed_connection_beneath,
 )
-from streamagents.connectors.providers._errors import ConnectionFailed, ProviderError
-from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.errors import ConnectionFailed, ProviderError
+from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
 from streamagents.connectors.providers.openai import chat_wire, responses_wire
 from streamagents.serde.chat import ChatResponse
 

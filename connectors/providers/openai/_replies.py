@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from streamagents.connectors.providers._errors import MalformedResponse, reject_silent_empty
+from streamagents.connectors.providers.errors import MalformedResponse, reject_silent_empty
 from streamagents.serde.chat import ChatResponse, TokenUsage
 from streamagents.serde.messages import ChatMessage, ToolCall
 

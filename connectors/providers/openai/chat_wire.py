@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.providers._errors import UnsupportedContent
-from streamagents.connectors.providers._media_encoding import b64, data_url, filename_for
-from streamagents.connectors.providers._neutral_request import (
+from streamagents.connectors.providers.errors import UnsupportedContent
+from streamagents.connectors.providers.media_encoding import b64, data_url, filename_for
+from streamagents.connectors.providers.neutral_request import (
     MessageLike,
     ToolLike,
     inline_bytes,

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.providers._errors import ServerError, UnsupportedContent
-from streamagents.connectors.providers._media_encoding import data_url, filename_for
-from streamagents.connectors.providers._neutral_request import (
+from streamagents.connectors.providers.errors import ServerError, UnsupportedContent
+from streamagents.connectors.providers.media_encoding import data_url, filename_for
+from streamagents.connectors.providers.neutral_request import (
     MessageLike,
     ToolLike,
     prepare_messages,

@@ -23,7 +23,7 @@ from streamagents.connectors.providers import (
     PrefixCache,
     create_model,
 )
-from streamagents.connectors.providers._errors import error_for_status
+from streamagents.connectors.providers.errors import error_for_status
 from streamagents.connectors.providers.gemini import ContextCacheSettings
 from streamagents.connectors.providers.gemini._context_cache import is_cache_gone
 from streamagents.connectors.providers.gemini.wire import to_request

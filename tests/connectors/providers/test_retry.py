@@ -21,8 +21,8 @@ from streamagents.connectors.providers import (
     ServerError,
     create_model,
 )
-from streamagents.connectors.providers._errors import error_for_status
-from streamagents.connectors.providers._retry import parse_retry_after
+from streamagents.connectors.providers.errors import error_for_status
+from streamagents.connectors.providers.retry import parse_retry_after
 from streamagents.serde.safe_text import scrub
 
 

@@ -27,7 +27,7 @@ from streamagents.operators.agent.config import AgentConfig, ModelSpec, ToolRef
 from streamagents.operators.agent.records import InputError, InputRecord
 from streamagents.operators.agent.run_state import run_id_for
 from streamagents.operators.agent.tools import Tool
-from streamagents.operators.otel_spans import LiveSpans, SpanRecord, spans_from_events
+from streamagents.operators.telemetry.spans import LiveSpans, SpanRecord, spans_from_events
 from streamagents.serde.events import AgentEvent
 
 T0 = 1_000_000

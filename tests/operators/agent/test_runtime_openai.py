@@ -13,7 +13,7 @@ from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.connectors.providers import RetryPolicy
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
-from streamagents.operators.otel_spans import spans_from_events
+from streamagents.operators.telemetry.spans import spans_from_events
 from streamagents.serde.chat import retries_from_attributes
 from streamagents.serde.events import AgentEvent
 

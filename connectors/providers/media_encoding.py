@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import mimetypes
 
-from streamagents.connectors.providers._neutral_request import inline_bytes
+from streamagents.connectors.providers.neutral_request import inline_bytes
 from streamagents.serde.messages import MediaPart
 
 __all__ = ["b64", "data_url", "filename_for"]

@@ -21,8 +21,8 @@ from sample_runs import SECRET, SampleLog, write_sample_log
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.connectors.providers import PROVIDER_NAMES
 from streamagents.operators.agent import TelemetryConfig
-from streamagents.operators.otel_live import LiveTelemetry, SpanShipper, sampled
-from streamagents.operators.otel_spans import (
+from streamagents.operators.telemetry.live import LiveTelemetry, SpanShipper, sampled
+from streamagents.operators.telemetry.spans import (
     _GEN_AI_PROVIDERS,
     LiveSpans,
     SpanRecord,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from streamagents.connectors.providers import provider_family
-from streamagents.operators.log_runs import runs_in_order
+from streamagents.operators.telemetry.log_runs import runs_in_order
 from streamagents.serde.chat import retries_from_attributes
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, TextPart

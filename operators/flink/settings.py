@@ -1,6 +1,6 @@
-"""The Flink settings the agent engine needs, as plain data (no PyFlink import), so that
-code which only writes a configuration (a cluster's config file) can read them cheaply.
-`streamagents.operators.flink.configure_environment` applies them."""
+"""The Flink settings the agent engine needs, as plain data: `configure_environment` applies
+them to a job, and a standalone cluster (`streamagents.jobs.cluster`) writes
+`BUFFER_DEBLOAT` into its TaskManagers' configuration."""
 
 from __future__ import annotations
 

@@ -31,15 +31,15 @@ import aiohttp
 import pydantic
 
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.providers._errors import (
+from streamagents.connectors.providers.errors import (
     ConnectionFailed,
     MalformedResponse,
     ProviderError,
     RequestTimeout,
     error_for_status,
 )
-from streamagents.connectors.providers._neutral_request import MessageLike, ToolLike
-from streamagents.connectors.providers._retry import (
+from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.retry import (
     RetryBudget,
     RetryPolicy,
     call_with_retries,

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from streamagents.operators.agent.config import TelemetryConfig
-from streamagents.operators.otel_sdk import readable_spans, require_otel, signal_url
-from streamagents.operators.otel_spans import LiveSpans, SpanRecord
+from streamagents.operators.telemetry.sdk_spans import readable_spans, require_otel, signal_url
+from streamagents.operators.telemetry.spans import LiveSpans, SpanRecord
 from streamagents.serde.events import AgentEvent, RunEvent
 
 __all__ = ["LiveTelemetry", "SpanShipper", "sampled"]

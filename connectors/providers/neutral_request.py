@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from streamagents.connectors.media import MediaStore, MediaStoreError
-from streamagents.connectors.providers._errors import InvalidContent, UnsupportedContent
+from streamagents.connectors.providers.errors import InvalidContent, UnsupportedContent
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import (
     ChatMessage,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from streamagents.operators.otel_spans import SpanRecord
+from streamagents.operators.telemetry.spans import SpanRecord
 
 __all__ = [
     "INSTALL_HINT",

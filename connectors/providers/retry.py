@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from streamagents.connectors.providers._errors import EmptyResponseError, ProviderError
+from streamagents.connectors.providers.errors import EmptyResponseError, ProviderError
 from streamagents.serde.chat import RetryAttempt
 
 __all__ = [
