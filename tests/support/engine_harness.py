@@ -73,7 +73,8 @@ class InMemoryMetricGroup:
 
 class EchoTestModel(ChatModel):
     """Test double: answers `echo: <the last user text>`; a user text `tool:<name> <arg>`
-    first asks for the tool `name` with `{"order": arg}`, and `followup:<seconds> <note>`
+    first asks for the tool `name` with `{"order": arg}` (several calls of one turn:
+    `tool:<name> <arg>;<name> <arg>`), and `followup:<seconds> <note>`
     for `schedule_followup`; after a tool result it answers `done: <the result's text>`.
     Deterministic, so a restored attempt asks it the same again."""
 
@@ -92,17 +93,18 @@ class EchoTestModel(ChatModel):
             reply = ChatMessage(role="assistant", content=f"done: {last.content}")
             return ChatResponse(message=reply, usage=usage)
         text = last.content
-        call = None
+        calls = []
         if text.startswith("tool:"):
-            name, _, arg = text[len("tool:") :].partition(" ")
-            call = ToolCall(id="call-0", name=name, arguments={"order": arg})
+            for n, spec in enumerate(text[len("tool:") :].split(";")):
+                name, _, arg = spec.partition(" ")
+                calls.append(ToolCall(id=f"call-{n}", name=name, arguments={"order": arg}))
         elif text.startswith("followup:"):
             after, _, note = text[len("followup:") :].partition(" ")
             arguments = {"after_s": float(after), "note": note}
-            call = ToolCall(id="call-0", name="schedule_followup", arguments=arguments)
-        if call is not None:
+            calls.append(ToolCall(id="call-0", name="schedule_followup", arguments=arguments))
+        if calls:
             return ChatResponse(
-                message=ChatMessage(role="assistant", tool_calls=[call]), usage=usage
+                message=ChatMessage(role="assistant", tool_calls=calls), usage=usage
             )
         return ChatResponse(
             message=ChatMessage(role="assistant", content=f"echo: {text}"), usage=usage

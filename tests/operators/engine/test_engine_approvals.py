@@ -138,3 +138,48 @@ def test_a_decision_survives_a_restore_of_the_parked_run(tmp_path: Path) -> None
     h.settle_all()
     assert made == ["A1"]
     assert [o["id"] for o in h.outputs()] == ["in-1"]
+
+
+@tool
+def lookup(order: str) -> str:
+    """Look an order up.
+
+    Args:
+        order: Order number.
+    """
+    made.append(f"lookup {order}")
+    return f"{order} delivered"
+
+
+def test_a_decision_while_the_turns_other_call_runs_is_applied_when_it_returns(
+    tmp_path: Path,
+) -> None:
+    made.clear()
+    h = harness(tmp_path, EchoTestModel(), tools=[refund, lookup])
+    h.send_input("k", "in-1", "tool:lookup A1;refund A2")
+    h.complete("k")
+    h.advance(1000)  # the lookup runs at once, the refund waits for a person
+    (request,) = h.approval_requests()
+    assert [c.key for c in h.runner.pending] == ["k"]
+    h.decide("k", request["call_id"])
+    assert made == []  # nothing runs before the lookup's result is back
+    h.settle_all()
+    assert made == ["lookup A1", "A2"]
+    (output,) = h.outputs()
+    assert (output["id"], output["tool_calls"]) == ("in-1", 2)
+
+
+def test_a_set_aside_run_decided_while_its_key_runs_another_goes_on_after_it(
+    tmp_path: Path,
+) -> None:
+    h = parked_harness(tmp_path, while_parked="separate_run")
+    call_id = park(h, "k", "in-1", "A1")
+    h.send_input("k", "in-2", "meanwhile")
+    h.send_input("k", "in-3", "later")
+    h.decide("k", call_id)  # in-2's call is out: in-1 waits for it, ahead of in-3
+    assert made == []
+    h.settle_all()
+    assert [o["id"] for o in h.outputs()] == ["in-2", "in-1", "in-3"]
+    history = h.engine._memory.load(h.port.at("k").now_ms())
+    users = [m.content for m in history if m.role == "user"]
+    assert users == ["meanwhile", "tool:refund A1", "later"]  # the parked turn joins after
