@@ -333,19 +333,6 @@ class GeminiScript:
         return text_reply("refund handled"), 0.0
 
     @staticmethod
-    def _refund_and_look(step: int, text: str) -> tuple[dict[str, Any], float]:
-        if step == 0:
-            refund = ("refund_order", {"order": text.split()[-1], "amount": 30})
-            return calls_reply(refund, ("lookup_city", {"name": "Paris"})), 0.0
-        return text_reply("both handled"), 0.0
-
-    @staticmethod
-    def _cancel(step: int, text: str) -> tuple[dict[str, Any], float]:
-        if step == 0:
-            return calls_reply(("cancel_order", {"order": text.split()[-1]})), 0.0
-        return text_reply("cancel handled"), 0.0
-
-    @staticmethod
     def _followup(step: int, text: str) -> tuple[dict[str, Any], float]:
         """`scenario:followup <after_s> <scenario> <tag>[, ...]`: schedule one follow-up per
         entry, whose note is `scenario:<scenario> fired-<tag>`, then answer."""

@@ -125,17 +125,6 @@ def refunds_made(order: str) -> list[float]:
     return [json.loads(f.read_text())["amount"] for f in files]
 
 
-def cancel_order(order: str) -> str:
-    """Cancel an order (needs approval, with a short deadline, in the approval job).
-
-    Args:
-        order: Order number.
-    """
-    REFUNDS.mkdir(exist_ok=True)
-    (REFUNDS / f"{order}.{time.time_ns()}").write_text(json.dumps({"amount": 0}))
-    return f"cancelled {order}"
-
-
 TOOL_PATHS = [
     f"{__name__}:{name}"
     for name in (

@@ -35,6 +35,7 @@ from streamagents.operators.engine import (
     Timed,
 )
 from streamagents.operators.engine.engine import DRAIN_WAIT_S
+from streamagents.operators.telemetry.live import LiveTelemetry
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -229,7 +230,9 @@ class EngineHarness:
         self.runner = ManualRunner(
             self.config.max_in_flight, lambda: self.port.current_key(), self.clock_s
         )
-        emitter = Emitter(TAGS, self.metrics, None, "standard", None, self.config.job_id)
+        telemetry = self.config.telemetry
+        self.telemetry = None if telemetry is None else LiveTelemetry(telemetry, self.config.job_id)
+        emitter = Emitter(TAGS, self.metrics, None, "standard", self.telemetry, self.config.job_id)
         self.engine = AgentEngine(
             self.port, self.config, self.runtime, self.runner, self.metrics, emitter, self.clock_s
         )
@@ -285,9 +288,13 @@ class EngineHarness:
         raise AssertionError("calls still in flight after settling")
 
     def close(self) -> None:
-        """The subtask ends: the engine closes and the runner's loop with it."""
+        """The subtask ends: the engine closes, the runner's loop with it, and the live
+        telemetry sends what it holds."""
         self.engine.close()
         self.runner.drop_all()
+        if self.telemetry is not None:
+            self.telemetry.close()
+            self.telemetry = None
 
     def end_input(self) -> None:
         """The bounded input ends: the engine drains every busy key."""

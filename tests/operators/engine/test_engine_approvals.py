@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine_harness import EchoTestModel, EngineHarness, harness
+from otlp_collector import attributes, received_spans
 
-from streamagents.operators.agent import tool
+from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
+from streamagents.operators.agent import TelemetryConfig, tool
 
 made: list[str] = []
 
@@ -183,3 +185,61 @@ def test_a_set_aside_run_decided_while_its_key_runs_another_goes_on_after_it(
     history = h.engine._memory.load(h.port.at("k").now_ms())
     users = [m.content for m in history if m.role == "user"]
     assert users == ["meanwhile", "tool:refund A1", "later"]  # the parked turn joins after
+
+
+def test_unknown_conflicting_and_stale_decisions_are_dead_letters_and_change_nothing(
+    tmp_path: Path,
+) -> None:
+    h = parked_harness(tmp_path)
+    call_id = park(h, "k", "in-1", "A1")
+    late = park(h, "x", "in-2", "X1")
+    h.decide("k", "run-nobody.0004")  # no run of the key asked for it
+    h.decide("k", call_id)
+    h.settle_all()
+    h.decide("k", call_id, "reject")  # settled as approved: a conflict, not a duplicate
+    h.advance(61_000)  # in-2's call is rejected as timed out
+    h.settle_all()
+    h.decide("x", late)
+    assert made == ["A1"]
+    letters = [(d["key"], d["error_type"]) for d in h.dead_letters()]
+    assert letters == [("k", "UnknownCall"), ("k", "AlreadyDecided"), ("x", "ApprovalExpired")]
+    assert {d["stage"] for d in h.dead_letters()} == {"approval"}
+    assert sorted(o["id"] for o in h.outputs()) == ["in-1", "in-2"]
+
+
+def test_set_aside_runs_parked_at_the_end_of_input_are_approval_pending(tmp_path: Path) -> None:
+    h = parked_harness(tmp_path, while_parked="separate_run")
+    park(h, "k", "in-1", "A1")
+    park(h, "k", "in-2", "A2")  # both set aside: the key runs nothing
+    h.end_input()
+    assert sorted(d["id"] for d in h.dead_letters()) == ["in-1", "in-2"]
+    assert {d["error_type"] for d in h.dead_letters()} == {"ApprovalPending"}
+    assert h.port.timers() == set()
+
+
+def test_each_approval_wait_is_a_span_sent_live(tmp_path: Path) -> None:
+    ok = StubReply(b"", headers={})
+    with LoopbackStubServer(lambda _request: ok) as collector:
+        h = parked_harness(tmp_path, telemetry=TelemetryConfig(otlp_endpoint=collector.url))
+        approved = park(h, "a", "in-a", "A1")
+        rejected = park(h, "r", "in-r", "R1")
+        expired = park(h, "x", "in-x", "X1")
+        h.decide("a", approved)
+        h.decide("r", rejected, "reject")
+        h.settle_all()
+        h.advance(61_000)  # x's deadline passes
+        h.settle_all()
+        abandoned = park(h, "e", "in-e", "E1")
+        h.end_input()
+        h.close()
+        spans = received_spans(collector, h.config.job_id)
+    waits = {
+        attributes(s)["streamagents.approval.call_id"]: attributes(s)
+        for s in spans
+        if s.name == "await_approval refund"
+    }
+    assert waits[approved]["streamagents.approval.decision"] == "approve"
+    assert waits[rejected]["streamagents.approval.decision"] == "reject"
+    assert waits[expired]["streamagents.approval.decision"] == "expired"
+    assert waits[expired]["streamagents.approval.timed_out"] is True
+    assert waits[abandoned]["streamagents.incomplete"] is True
