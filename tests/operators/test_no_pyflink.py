@@ -1,5 +1,5 @@
-"""The agent core and the engine import and run without PyFlink: nothing under them loads a
-pyflink module."""
+"""The agent core, the engine and telemetry import and run without PyFlink: nothing under
+them loads a pyflink module."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import subprocess
 import sys
 import textwrap
 
-# Runs in a fresh interpreter: with pyflink blocked, import every module of the agent core
-# (which pulls in the serde and connectors modules it uses) and report what got loaded.
+# Runs in a fresh interpreter: with pyflink blocked, import every module of the agent core,
+# the engine and telemetry (which pull in the serde and connectors modules they use) and
+# report what got loaded.
 _PROBE = textwrap.dedent(
     """
     import importlib, importlib.abc, json, pkgutil, sys
@@ -23,8 +24,9 @@ _PROBE = textwrap.dedent(
     sys.meta_path.insert(0, BlockPyflink())
     import streamagents.operators.agent as agent
     import streamagents.operators.engine as engine
+    import streamagents.operators.telemetry as telemetry
     import streamagents.serde, streamagents.connectors
-    for package in (agent, engine):
+    for package in (agent, engine, telemetry):
         for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             importlib.import_module(module.name)
     config = agent.AgentConfig(model=agent.ModelSpec(provider="gemini", model="m"))
@@ -33,7 +35,7 @@ _PROBE = textwrap.dedent(
 )
 
 
-def test_the_agent_core_and_the_engine_import_without_pyflink() -> None:
+def test_the_agent_core_the_engine_and_telemetry_import_without_pyflink() -> None:
     done = subprocess.run(
         [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120, check=False
     )
@@ -43,6 +45,7 @@ def test_the_agent_core_and_the_engine_import_without_pyflink() -> None:
     assert report["config"] == "gemini"
     assert "streamagents.operators.agent.runtime" in modules
     assert "streamagents.operators.engine.engine" in modules
+    assert "streamagents.operators.telemetry.live" in modules
     assert any(m.startswith("streamagents.connectors.") for m in modules)
     assert any(m.startswith("streamagents.serde.") for m in modules)
     assert [m for m in modules if m.split(".")[0] == "pyflink"] == []
