@@ -56,7 +56,8 @@ from streamagents.operators.agent.records import (
     parse_input,
 )
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool
-from streamagents.serde.chat import ChatResponse, RetryAttempt, retry_facts
+from streamagents.serde.chat import ChatResponse, RetryAttempt
+from streamagents.serde.event_storage import typed_fields
 from streamagents.serde.events import RunEvent
 from streamagents.serde.message_json import MessageJson
 from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
@@ -439,13 +440,11 @@ class AgentRuntime:
             loggable = self.loggable(message)
         except Exception as exc:
             run.emit(
-                "input",
-                messages=[ChatMessage.user(record.message.content)],
-                attributes={"input_id": record.id},
+                "input", messages=[ChatMessage.user(record.message.content)], input_id=record.id
             )
             error = ErrorInfo(type="MediaStoreError", message=clip(str(exc)))
             return self._fail(run, error, dead_letter=True)
-        input_event = run.emit("input", messages=[loggable], attributes={"input_id": record.id})
+        input_event = run.emit("input", messages=[loggable], input_id=record.id)
         self._note_followups(run, record, waiting, input_event)
         if missing:
             digests = ", ".join(ref.sha256 for ref in missing)
@@ -468,26 +467,23 @@ class AgentRuntime:
         """Log a follow-up's run as fired; cancel the key's waiting ones on a new input."""
         if is_followup_line(record.attributes):
             facts = record.attributes["followup"]
+            due_ms = facts.get("due_ms")
             run.emit(
                 "followup_fired",
                 upstream=upstream,
-                attributes={
-                    "followup_id": str(facts.get("id", "")),
-                    "scheduled_by": str(facts.get("run_id", "")),
-                    "due_ms": str(facts.get("due_ms", "")),
-                    "input_id": record.id,
-                },
+                followup_id=str(facts.get("id", "")),
+                scheduled_by=str(facts.get("run_id", "")),
+                due_ms=due_ms if type(due_ms) is int else None,
+                input_id=record.id,
             )
         elif self.followups is not None and self.followups.cancel_on_input and waiting:
             for followup in waiting:
                 run.emit(
                     "followup_cancelled",
                     upstream=upstream,
-                    attributes={
-                        "followup_id": followup.id,
-                        "due_ms": str(followup.due_ms),
-                        "cancelled_by": record.id,
-                    },
+                    followup_id=followup.id,
+                    due_ms=followup.due_ms,
+                    cancelled_by=record.id,
                 )
             run.cancelled = [followup.id for followup in waiting]
             return
@@ -550,10 +546,8 @@ class AgentRuntime:
             "chat_request",
             upstream=upstream,
             model=self.config.model.model,
-            attributes={
-                "provider": self.config.model.provider,
-                "tools": ",".join(self._names),
-            },
+            provider=self.config.model.provider,
+            tools=self._names,
         )
 
     # -- perform ---------------------------------------------------------------------------
@@ -668,7 +662,7 @@ class AgentRuntime:
                 error_message=error.message,
                 latency_ms=outcome.latency_ms,
                 attempts=outcome.attempts,
-                attributes=retry_facts(outcome.retries),
+                retries=outcome.retries,
             )
             return self._fail(run, error, dead_letter=True)
         response = outcome.response
@@ -690,12 +684,19 @@ class AgentRuntime:
             interaction_id=response.interaction_id,
             continued_from=response.continued_from,
             attempts=len(response.retries) + 1,
-            attributes=self._response_facts(response, fallback),
+            continuation_fallback=fallback,
+            cached_content=response.cached_content,
+            sources=sum(len(e.sources) for e in response.evidence) or None,
+            retries=response.retries,
         )
         for evidence in response.evidence:
             run.emit("server_tool", upstream=response_id, evidence=[evidence])
-        for facts in response.cache_events:
-            run.emit("context_cache", upstream=response_id, attributes=facts)
+        for facts in response.cache_events:  # the model's own facts, as text: read them
+            run.emit(
+                "context_cache",
+                upstream=response_id,
+                **typed_fields("context_cache", {"attributes": facts}),
+            )
         if not message.tool_calls:
             return self._finish(run, message, history)
         budgets = self.config.budgets
@@ -749,7 +750,8 @@ class AgentRuntime:
                 "approval_requested",
                 upstream=request_id,
                 tool_calls=[call],
-                attributes={"call_id": request_id, "deadline_ms": str(approval.deadline_ms)},
+                call_id=request_id,
+                deadline_ms=approval.deadline_ms,
             )
             requests.append(self._approval_request(run, call, approval))
         action = ToolAction(
@@ -791,7 +793,8 @@ class AgentRuntime:
                     "followup_scheduled",
                     upstream=request_id,
                     tool_calls=[call],
-                    attributes={"followup_id": made.id, "due_ms": str(made.due_ms)},
+                    followup_id=made.id,
+                    due_ms=made.due_ms,
                 )
                 results[call.id] = ChatMessage.tool_result(call.id, call.name, confirmation(made))
             run.emit("tool_response", upstream=request_id, tool_results=[results[call.id]])
@@ -813,16 +816,6 @@ class AgentRuntime:
             "deadline_ms": approval.deadline_ms,
         }
         return json.dumps(record, ensure_ascii=False)
-
-    @staticmethod
-    def _response_facts(response: ChatResponse, fallback: str | None) -> dict[str, str]:
-        facts = {} if fallback is None else {"continuation_fallback": fallback}
-        if response.cached_content is not None:
-            facts["cached_content"] = response.cached_content
-        sources = [s.uri for e in response.evidence for s in e.sources]
-        if sources:
-            facts["sources"] = str(len(sources))
-        return {**facts, **retry_facts(response.retries)}
 
     def _after_tools(self, run: _Run, pending: ToolAction, outcome: Outcome) -> Step:
         call_ids = outcome.call_ids or [call.id for call in pending.calls]
@@ -928,13 +921,11 @@ class AgentRuntime:
             "approval_decided",
             upstream=upstream,
             tool_calls=[call],
-            attributes={
-                "call_id": entry.call_id,
-                "decision": decision.decision,
-                "by": clip(decision.by, 256),
-                "comment": clip(decision.comment),
-                "edited_arguments": "true" if edited else "false",
-            },
+            call_id=entry.call_id,
+            decision=decision.decision,
+            by=clip(decision.by, 256),
+            comment=clip(decision.comment),
+            edited_arguments=edited,
         )
         fingerprint = decision.fingerprint()
         entry = entry.model_copy(
@@ -971,7 +962,8 @@ class AgentRuntime:
                 "approval_expired",
                 upstream=pending.request_event_ids[pending.calls.index(call)],
                 tool_calls=[call],
-                attributes={"call_id": entry.call_id, "deadline_ms": str(entry.deadline_ms)},
+                call_id=entry.call_id,
+                deadline_ms=entry.deadline_ms,
             )
             results[call.id] = ToolRegistry.error_result(
                 call, f"no decision came within {waited_s:g} s; the call was not made"
@@ -1083,11 +1075,7 @@ class AgentRuntime:
 
     def _finish(self, run: _Run, message: ChatMessage, history: Sequence[ChatMessage]) -> Step:
         output = self._output(run, "ok", message, None)
-        run.emit(
-            "output",
-            messages=[message],
-            attributes={"input_id": run.data["input_id"], "status": "ok"},
-        )
+        run.emit("output", messages=[message], input_id=run.data["input_id"], status="ok")
         memory = self.config.memory
         trimmed = trim_history(
             [*history, *run.data["messages"]],
@@ -1098,12 +1086,10 @@ class AgentRuntime:
         if trimmed.trimmed:
             run.emit(
                 "memory_trimmed",
-                attributes={
-                    "dropped_messages": str(trimmed.dropped_messages),
-                    "dropped_bytes": str(trimmed.dropped_bytes),
-                    "kept_messages": str(len(trimmed.messages)),
-                    "kept_bytes": str(trimmed.kept_bytes),
-                },
+                dropped_messages=trimmed.dropped_messages,
+                dropped_bytes=trimmed.dropped_bytes,
+                kept_messages=len(trimmed.messages),
+                kept_bytes=trimmed.kept_bytes,
             )
         return Step(
             state=None,
@@ -1115,17 +1101,16 @@ class AgentRuntime:
         )
 
     def _fail(self, run: _Run, error: ErrorInfo, dead_letter: bool = False) -> Step:
-        facts = {"input_id": run.data["input_id"]}
-        if error.budget is not None:
-            facts.update(budget=error.budget, limit=f"{error.limit:g}")
+        budget = {} if error.budget is None else {"budget": error.budget, "limit": error.limit}
         run.emit(
             "budget_exceeded" if error.budget is not None else "error",
             error_class=error.type,
             error_message=error.message,
-            attributes=facts,
+            input_id=run.data["input_id"],
+            **budget,
         )
         output = self._output(run, "error", None, error)
-        run.emit("output", attributes={"input_id": run.data["input_id"], "status": "error"})
+        run.emit("output", input_id=run.data["input_id"], status="error")
         letter = self.dead_letter(run.state, error) if dead_letter else None
         return Step(
             state=None,

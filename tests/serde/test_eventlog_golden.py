@@ -13,6 +13,8 @@ import base64
 import io
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import fastavro
 import pytest
@@ -29,9 +31,8 @@ from streamagents.serde.chat import (
     RetryAttempt,
     ServerToolEvidence,
     TokenUsage,
-    retry_facts,
 )
-from streamagents.serde.events import AgentEvent, RunEvent, new_event
+from streamagents.serde.events import AgentEvent, EventType, RunEvent, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart, ToolCall
 
 GOLDEN = json.loads((Path(__file__).parent / "data" / "eventlog_golden.json").read_text())
@@ -55,6 +56,8 @@ _RETRIES = [
         attempt=2, ended_ms=1_790_000_000_600.5, error_type="ServerError", backoff_ms=900.0
     ),
 ]
+_RETRIES_TEXT = json.dumps([retry.model_dump(mode="json") for retry in _RETRIES])
+"""The retries attribute, as the log stores it."""
 
 
 def _event(kind: str, sequence: int, **payload: object) -> AgentEvent:
@@ -71,8 +74,8 @@ def _event(kind: str, sequence: int, **payload: object) -> AgentEvent:
     )
 
 
-def stored_cases() -> list[tuple[str, AgentEvent]]:
-    """The cases, built from the facts as the log stores them (string attributes)."""
+def _fixtures() -> SimpleNamespace:
+    """The messages, results and evidence the cases carry."""
     question = ChatMessage.user(
         [TextPart(text="What is this? " * 150), ImagePart(mime_type="image/png", ref=_REF)]
     )
@@ -94,6 +97,16 @@ def stored_cases() -> list[tuple[str, AgentEvent]]:
         outcome="OUTCOME_OK",
         output="1\n" * 10,
     )
+    return SimpleNamespace(
+        question=question, answer=answer, result=result, search=search, code=code
+    )
+
+
+def stored_cases() -> list[tuple[str, AgentEvent]]:
+    """The cases, built from the facts as the log stores them (string attributes), as
+    event JSON written by hand has them: the golden records were made from these."""
+    f = _fixtures()
+    question, answer, result, search, code = f.question, f.answer, f.result, f.search, f.code
     cases = [
         ("input", _event("input", 1, messages=[question], attributes={"input_id": "in-1"})),
         (
@@ -128,7 +141,7 @@ def stored_cases() -> list[tuple[str, AgentEvent]]:
                     "continuation_fallback": "int-0 is gone",
                     "cached_content": "cc/1",
                     "sources": "2",
-                    **retry_facts(_RETRIES),
+                    "retries": _RETRIES_TEXT,
                 },
             ),
         ),
@@ -155,7 +168,7 @@ def stored_cases() -> list[tuple[str, AgentEvent]]:
                 error_message=f"too many requests, key {SECRET} " + "x" * 2100,
                 latency_ms=2.5,
                 attempts=4,
-                attributes=retry_facts(_RETRIES),
+                attributes={"retries": _RETRIES_TEXT},
             ),
         ),
         (
@@ -378,26 +391,130 @@ def stored_cases() -> list[tuple[str, AgentEvent]]:
     return cases
 
 
-CASES = dict(stored_cases())
+def typed_facts() -> list[tuple[str, str, int, dict[str, Any]]]:
+    """The same cases as the runtime now gives them: each type's payload fields, typed
+    (name, event type, sequence, payload fields)."""
+    f = _fixtures()
+    deadline, due, approval = 1_790_086_400_000, 1_790_003_600_000, "run-golden.0008"
+    return [
+        ("input", "input", 1, {"messages": [f.question], "input_id": "in-1"}),
+        ("chat_request", "chat_request", 2,
+         {"model": "gemini-2.5-flash", "provider": "gemini", "tools": ["camera", "lookup"]}),
+        ("chat_request_no_tools", "chat_request", 3,
+         {"model": "gpt-test", "provider": "openai", "tools": []}),
+        ("chat_response", "chat_response", 4, {
+            "messages": [f.answer],
+            "usage": TokenUsage(input_tokens=300, output_tokens=20, cached_tokens=256),
+            "model": "gemini-2.5-flash-001", "latency_ms": 395.25, "finish_reason": "STOP",
+            "interaction_id": "int-2", "continued_from": "int-1", "attempts": 3,
+            "continuation_fallback": "int-0 is gone", "cached_content": "cc/1", "sources": 2,
+            "retries": _RETRIES}),
+        ("chat_response_plain", "chat_response", 5, {
+            "messages": [ChatMessage(role="assistant", content="hi")],
+            "usage": TokenUsage(input_tokens=5, output_tokens=1), "model": "m",
+            "latency_ms": 1.0, "finish_reason": "stop", "attempts": 1, "cost_usd": 0.0012}),
+        ("chat_response_error", "chat_response", 6, {
+            "error_class": "RateLimited",
+            "error_message": f"too many requests, key {SECRET} " + "x" * 2100,
+            "latency_ms": 2.5, "attempts": 4, "retries": _RETRIES}),
+        ("chat_response_error_attempts_unknown", "chat_response", 7,
+         {"error_class": "EmptyResponse", "error_message": "no response", "latency_ms": 0.0}),
+        ("tool_request", "tool_request", 8, {"tool_calls": [_CALL]}),
+        ("tool_response", "tool_response", 9, {"tool_results": [f.result], "latency_ms": 45.0}),
+        ("tool_response_no_latency", "tool_response", 10, {"tool_results": [
+            ChatMessage.tool_result("call-1", "refund", [TextPart(text="ok"), ImagePart(
+                mime_type="image/png", ref=_REF)])]}),
+        ("output", "output", 11, {"messages": [ChatMessage(role="assistant", content="bye")],
+                                  "input_id": "in-1", "status": "ok"}),
+        ("output_error", "output", 12, {"input_id": "in-1", "status": "error"}),
+        ("error", "error", 13, {"error_class": "MediaNotFound",
+                                "error_message": "no object for ref(s) abc",
+                                "input_id": "in-1"}),
+        ("error_invalid_record", "error", 14, {"error_class": "InvalidEventRecord",
+                                               "error_message": "event log record rejected: x",
+                                               "record_length": 4321}),
+        ("budget_exceeded", "budget_exceeded", 15, {
+            "error_class": "BudgetExceeded",
+            "error_message": "budget max_model_calls=2 exceeded: ...",
+            "input_id": "in-1", "budget": "max_model_calls", "limit": 2}),
+        ("budget_exceeded_fraction", "budget_exceeded", 16, {
+            "error_class": "BudgetExceeded", "error_message": "budget run_timeout_s=0.5 exceeded",
+            "input_id": "in-1", "budget": "run_timeout_s", "limit": 0.5}),
+        ("budget_exceeded_large", "budget_exceeded", 17, {
+            "error_class": "BudgetExceeded", "error_message": "budget max_tokens=1e+06 exceeded",
+            "input_id": "in-1", "budget": "max_tokens", "limit": 1_000_000}),
+        ("memory_trimmed", "memory_trimmed", 18, {
+            "dropped_messages": 4, "dropped_bytes": 1234, "kept_messages": 6,
+            "kept_bytes": 98765}),
+        ("server_tool_search", "server_tool", 19, {"evidence": [f.search]}),
+        ("server_tool_code", "server_tool", 20, {"evidence": [f.code]}),
+        ("context_cache_created", "context_cache", 21, {
+            "action": "created", "reason": "4096 tokens", "tokens": 4096,
+            "cache": "cachedContents/abc"}),
+        ("context_cache_off", "context_cache", 22, {
+            "action": "off", "reason": f"the server refused: key {SECRET}",
+            "cache": "cachedContents/abc"}),
+        ("context_cache_create_failed", "context_cache", 23,
+         {"action": "create_failed", "reason": "ServerError: 503"}),
+        ("approval_requested", "approval_requested", 24,
+         {"tool_calls": [_CALL], "call_id": approval, "deadline_ms": deadline}),
+        ("approval_decided", "approval_decided", 25, {
+            "tool_calls": [_CALL], "call_id": approval, "decision": "approve", "by": "ana",
+            "comment": f"fine, use {SECRET}", "edited_arguments": True}),
+        ("approval_rejected", "approval_decided", 26, {
+            "tool_calls": [_CALL], "call_id": approval, "decision": "reject", "by": "",
+            "comment": "", "edited_arguments": False}),
+        ("approval_expired", "approval_expired", 27,
+         {"tool_calls": [_CALL], "call_id": approval, "deadline_ms": deadline}),
+        ("followup_scheduled", "followup_scheduled", 28,
+         {"tool_calls": [_CALL], "followup_id": approval, "due_ms": due}),
+        ("followup_fired", "followup_fired", 29, {
+            "followup_id": approval, "scheduled_by": "run-earlier", "due_ms": due,
+            "input_id": "followup-run-golden.0008"}),
+        ("followup_cancelled", "followup_cancelled", 30,
+         {"followup_id": approval, "due_ms": due, "cancelled_by": "in-2"}),
+    ]  # fmt: skip
+
+
+STORED = dict(stored_cases())
+TYPED = {name: (kind, sequence, fields) for name, kind, sequence, fields in typed_facts()}
+
+
+def _run_event(name: str) -> RunEvent:
+    """The case as the runtime makes it: a `RunEvent` of typed fields, unvalidated."""
+    kind, sequence, fields = TYPED[name]
+    event = _event(kind, sequence, **fields)
+    identity = {k: getattr(event, k) for k in ("event_id", "job_id", "key", "run_id")}
+    return RunEvent(
+        kind,
+        **identity,
+        sequence=sequence,
+        timestamp_ms=event.timestamp_ms,
+        upstream_event_id=event.upstream_event_id,
+        **fields,
+    )
 
 
 def test_every_event_type_has_a_golden_case() -> None:
-    from streamagents.serde.events import EventType
-
-    kinds = {event.event_type for event in CASES.values()}
-    assert kinds == set(EventType) - {EventType.UNKNOWN}
-    assert set(CASES) == set(GOLDEN)
+    kinds = {kind for kind, _, _ in TYPED.values()}
+    assert kinds == {kind.value for kind in EventType} - {"unknown"}
+    assert set(TYPED) == set(STORED) == set(GOLDEN)
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
-def test_events_encode_to_the_golden_bytes_under_every_version_and_level(name: str) -> None:
-    event = CASES[name]
+def test_typed_events_give_the_golden_json_and_bytes_under_every_version_and_level(
+    name: str,
+) -> None:
+    kind, sequence, fields = TYPED[name]
+    event = _event(kind, sequence, **fields)
     golden = GOLDEN[name]
+    assert event == STORED[name]  # the stored form (JSON written by hand) reads the same
     assert event.model_dump_json() == golden["json"]
+    assert _run_event(name).json() == golden["json"]
     for version in SCHEMA_VERSIONS:
         for level in ("standard", "verbose"):
             expected = base64.b64decode(golden["avro"][f"v{version}-{level}"])
-            for form in (event, RunEvent.of(event), event.model_dump_json()):
+            for form in (event, _run_event(name), RunEvent.of(event), golden["json"]):
                 record = to_record(form, version=version, level=level)
                 assert record_encoder(version).encode(record) == expected, (version, level)
             buffer = io.BytesIO()
@@ -406,10 +523,15 @@ def test_events_encode_to_the_golden_bytes_under_every_version_and_level(name: s
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
-def test_golden_records_read_back_as_before(name: str) -> None:
+def test_golden_records_read_back_as_before_into_typed_payloads(name: str) -> None:
     for read in GOLDEN[name]["read"]:
         for written in read["as"]:
             version = int(written[1:].partition("-")[0])
             data = base64.b64decode(GOLDEN[name]["avro"][written])
             record = fastavro.schemaless_reader(io.BytesIO(data), parsed_schema(version))
-            assert from_record(record).model_dump_json() == read["json"], written
+            event = from_record(record)
+            assert event.model_dump_json() == read["json"], written
+            newest = f"v{SCHEMA_VERSIONS[-1]}-verbose"
+            if written == newest and SECRET not in GOLDEN[name]["json"]:  # nothing cut out
+                kind, sequence, fields = TYPED[name]
+                assert event == _event(kind, sequence, **fields)
