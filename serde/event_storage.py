@@ -17,9 +17,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from typing_extensions import TypedDict  # pydantic reads it on Python < 3.12
 
-from streamagents.serde.chat import RetryAttempt
+from streamagents.serde.chat import RetryAttempt, ServerToolEvidence, TokenUsage
 from streamagents.serde.event_payloads import PAYLOAD_MODELS
+from streamagents.serde.messages import ChatMessage, ToolCall
 
 __all__ = [
     "ATTRIBUTES",
@@ -27,37 +29,35 @@ __all__ = [
     "STORED_FIELDS",
     "AttributeField",
     "Codec",
+    "StoredPayload",
     "stored_attributes",
     "stored_payload",
     "typed_fields",
 ]
 
-STORED_FIELDS = (
-    "messages",
-    "tool_calls",
-    "tool_results",
-    "usage",
-    "model",
-    "latency_ms",
-    "error_class",
-    "error_message",
-    "finish_reason",
-    "attempts",
-    "cost_usd",
-    "attributes",
-    "interaction_id",
-    "continued_from",
-    "evidence",
-)
-"""The fields of a stored payload, in the order an event's JSON text has them."""
 
-_STORED_DEFAULTS: dict[str, Any] = {
-    "messages": (),
-    "tool_calls": (),
-    "tool_results": (),
-    "attributes": {},
-    "evidence": (),
-}
+class StoredPayload(TypedDict):
+    """A payload in the stored form: the Avro record's payload fields, as JSON has them."""
+
+    messages: list[ChatMessage]
+    tool_calls: list[ToolCall]
+    tool_results: list[ChatMessage]
+    usage: TokenUsage | None
+    model: str | None
+    latency_ms: float | None
+    error_class: str | None
+    error_message: str | None
+    finish_reason: str | None
+    attempts: int | None
+    cost_usd: float | None
+    attributes: dict[str, str]
+    interaction_id: str | None
+    continued_from: str | None
+    evidence: list[ServerToolEvidence]
+
+
+STORED_FIELDS = tuple(StoredPayload.__annotations__)
+"""The fields of a stored payload, in the order an event's JSON text has them."""
 
 
 class Codec(NamedTuple):
@@ -137,20 +137,24 @@ def stored_attributes(kind: str, payload: Any) -> dict[str, str]:
     return stored
 
 
-def stored_payload(kind: str, payload: Any) -> dict[str, Any]:
-    """The stored form of a payload: every stored field, in order, at its default where
-    the payload has none (values are the payload's own: messages stay models)."""
-    fields = _FIELDS[kind]
-    stored: dict[str, Any] = {}
-    for name in STORED_FIELDS:
-        if name == "attributes":
-            stored[name] = stored_attributes(kind, payload)
-        elif name in fields:
-            stored[name] = getattr(payload, name)
-        else:
-            default = _STORED_DEFAULTS.get(name)
-            stored[name] = list(default) if isinstance(default, tuple) else default
-    return stored
+_EMPTY_PAYLOAD: dict[str, Any] = {
+    name: [] if name in ("messages", "tool_calls", "tool_results", "evidence") else None
+    for name in STORED_FIELDS
+}
+_OWN_STORED = {
+    kind: tuple(name for name in STORED_FIELDS if name in fields and name != "attributes")
+    for kind, fields in _FIELDS.items()
+}
+
+
+def stored_payload(kind: str, payload: BaseModel) -> StoredPayload:
+    """The stored form of a payload model: every stored field, in order, at its default
+    where the model has none (values are the model's own: messages stay models)."""
+    stored = dict(_EMPTY_PAYLOAD)
+    for name in _OWN_STORED[kind]:
+        stored[name] = getattr(payload, name)
+    stored["attributes"] = stored_attributes(kind, payload)
+    return stored  # type: ignore[return-value]
 
 
 _UNREAD = object()

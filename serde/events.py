@@ -25,9 +25,10 @@ from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from typing_extensions import TypedDict  # pydantic reads it on Python < 3.12
 
 from streamagents.serde.event_payloads import PAYLOAD_MODELS, EventPayload
-from streamagents.serde.event_storage import stored_payload, typed_fields
+from streamagents.serde.event_storage import StoredPayload, stored_payload, typed_fields
 
 __all__ = [
     "AgentEvent",
@@ -61,6 +62,20 @@ class EventType(str, Enum):
     FOLLOWUP_SCHEDULED = "followup_scheduled"
     FOLLOWUP_FIRED = "followup_fired"
     FOLLOWUP_CANCELLED = "followup_cancelled"
+
+
+class StoredEvent(TypedDict):
+    """An event as its JSON text has it: the payload in the stored form."""
+
+    event_id: str
+    event_type: EventType
+    job_id: str
+    key: str | None
+    run_id: str | None
+    sequence: int
+    timestamp_ms: int
+    upstream_event_id: str | None
+    payload: StoredPayload
 
 
 class AgentEvent(BaseModel):
@@ -103,7 +118,7 @@ class AgentEvent(BaseModel):
         return data
 
     @model_serializer(mode="plain")
-    def _stored_form(self) -> dict[str, Any]:
+    def _stored_form(self) -> StoredEvent:
         """The event with its payload in the stored form: what its JSON text holds."""
         kind = self.payload.kind
         return {
