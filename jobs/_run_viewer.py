@@ -53,6 +53,10 @@ _TIMED = ChatResponsePayload | ToolResponsePayload | OutputPayload | UnknownPayl
 """The payloads that time their step."""
 _USED = ChatResponsePayload | OutputPayload | UnknownPayload
 """The payloads that count tokens."""
+_SAYS = InputPayload | ChatRequestPayload | ChatResponsePayload | OutputPayload | UnknownPayload
+"""The payloads that carry messages."""
+_RESULTS = ToolResponsePayload | UnknownPayload
+"""The payloads that carry tool results."""
 _FAILED = ChatResponsePayload | ErrorPayload | BudgetExceededPayload | UnknownPayload
 """The payloads that may tell an error."""
 _WITH_INPUT = (
@@ -248,7 +252,7 @@ def _step_html(event: AgentEvent, start_ms: int, media: MediaSource) -> str:
     facts += _call_facts(payload)
     facts += [f"{k}={v}" for k, v in sorted(payload.attributes.items()) if k != "input_id"]
     classes = f"step step-{event.event_type.value}"
-    tool_results = getattr(payload, "tool_results", [])
+    tool_results = payload.tool_results if isinstance(payload, _RESULTS) else []
     if any(result.is_error for result in tool_results):
         classes += " tool-error"
     pieces = [
@@ -261,7 +265,7 @@ def _step_html(event: AgentEvent, start_ms: int, media: MediaSource) -> str:
             f'<div class="error"><b>{_e(payload.error_class or "error")}</b>: '
             f"{_e(payload.error_message or '')}</div>"
         )
-    messages = getattr(payload, "messages", [])
+    messages = payload.messages if isinstance(payload, _SAYS) else []
     pieces += [_message_html(m, media) for m in messages + tool_results]
     if isinstance(payload, ServerToolPayload | UnknownPayload):
         pieces += [_evidence_html(e) for e in payload.evidence]
