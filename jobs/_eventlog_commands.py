@@ -15,6 +15,8 @@ from typing import Any
 
 from streamagents.connectors.eventlog import DamagedFile, read_events
 from streamagents.serde.avro import SCHEMA_VERSIONS
+from streamagents.serde.event_payloads import ContextCachePayload
+from streamagents.serde.event_storage import typed_fields
 
 __all__ = ["DAMAGED_EXIT", "add_in_progress_flag", "register", "report_damaged", "summarize"]
 
@@ -84,14 +86,20 @@ def _evidence_text(evidence: dict[str, Any]) -> str:
     return f"code ({evidence['language'] or '?'}) {code} -> {evidence['outcome'] or '?'}"
 
 
+def _cache_facts(record: dict[str, Any]) -> ContextCachePayload:
+    """The typed facts of a context_cache record (read under any version)."""
+    stored = {"attributes": record["payload"]["attributes"]}
+    return ContextCachePayload(**typed_fields("context_cache", stored))
+
+
 def _preview(record: dict[str, Any]) -> str:
     payload = record["payload"]
     if payload.get("evidence"):
         text = " | ".join(_evidence_text(e) for e in payload["evidence"])
         return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
     if record["event_type"] == "context_cache":
-        facts = payload["attributes"]
-        return f"{facts.get('action')} {facts.get('cache', '')}: {facts.get('reason', '')}"
+        facts = _cache_facts(record)
+        return f"{facts.action} {facts.cache or ''}: {facts.reason or ''}"
     if payload["error_message"] is not None:
         return payload["error_message"]["text"]
     texts = [
@@ -190,7 +198,8 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             server_tools["search_queries"] += len(evidence["queries"])
             server_tools["sources"] += len(evidence["sources"])
         if record["event_type"] == "context_cache":
-            cache[payload["attributes"].get("action", "?")] += 1
+            action = _cache_facts(record).action
+            cache["?" if action is None else action] += 1
         if record["event_type"] == "error" or payload["error_class"]:
             errors += 1
         tool_errors += sum(1 for result in payload["tool_results"] if result["is_error"])

@@ -25,6 +25,20 @@ from pathlib import Path
 from streamagents.connectors.media import MediaStore
 from streamagents.operators.telemetry.log_runs import runs_in_order
 from streamagents.serde.chat import ServerToolEvidence
+from streamagents.serde.event_payloads import (
+    BudgetExceededPayload,
+    ChatRequestPayload,
+    ChatResponsePayload,
+    ErrorPayload,
+    EventPayload,
+    FollowupFiredPayload,
+    InputPayload,
+    OutputPayload,
+    ServerToolPayload,
+    ToolRequestPayload,
+    ToolResponsePayload,
+    UnknownPayload,
+)
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, MediaPart, MediaRef, TextPart, ToolCall
 
@@ -34,6 +48,21 @@ EMBED_LIMIT_BYTES = 16 * 1024 * 1024
 """Media bytes a page embeds in all; media past it are written as files next to the page."""
 EMBED_ONE_LIMIT_BYTES = 2 * 1024 * 1024
 """A single medium larger than this is always written next to the page, never embedded."""
+
+_TIMED = ChatResponsePayload | ToolResponsePayload | OutputPayload | UnknownPayload
+"""The payloads that time their step."""
+_USED = ChatResponsePayload | OutputPayload | UnknownPayload
+"""The payloads that count tokens."""
+_SAYS = InputPayload | ChatRequestPayload | ChatResponsePayload | OutputPayload | UnknownPayload
+"""The payloads that carry messages."""
+_RESULTS = ToolResponsePayload | UnknownPayload
+"""The payloads that carry tool results."""
+_FAILED = ChatResponsePayload | ErrorPayload | BudgetExceededPayload | UnknownPayload
+"""The payloads that may tell an error."""
+_WITH_INPUT = (
+    InputPayload | OutputPayload | ErrorPayload | BudgetExceededPayload | FollowupFiredPayload
+)
+"""The payloads that name the run's input."""
 
 _CSP = (
     "default-src 'none'; img-src data: file:; media-src data: file:; "
@@ -193,42 +222,54 @@ def _message_html(message: ChatMessage, media: MediaSource) -> str:
     return "".join(pieces)
 
 
+def _call_facts(payload: EventPayload) -> list[str]:
+    """What a step says of its model or tool call: model, tokens, latency, reply facts."""
+    facts = []
+    if isinstance(payload, ChatRequestPayload | ChatResponsePayload | UnknownPayload):
+        facts += [payload.model] if payload.model else []
+    if isinstance(payload, _USED) and payload.usage is not None:
+        usage = payload.usage
+        facts.append(f"tokens {usage.input_tokens} in / {usage.output_tokens} out")
+        if usage.cached_tokens:
+            facts.append(f"{usage.cached_tokens} cached")
+    if isinstance(payload, _TIMED) and payload.latency_ms is not None:
+        facts.append(f"{payload.latency_ms:.0f} ms")
+    if isinstance(payload, ChatResponsePayload | UnknownPayload):
+        if payload.finish_reason:
+            facts.append(f"finish {payload.finish_reason}")
+        if payload.interaction_id:
+            facts.append(f"interaction {payload.interaction_id}")
+        if payload.continued_from:
+            facts.append(f"continues {payload.continued_from}")
+        if payload.cost_usd is not None:
+            facts.append(f"${payload.cost_usd:.4f}")
+    return facts
+
+
 def _step_html(event: AgentEvent, start_ms: int, media: MediaSource) -> str:
     payload = event.payload
     facts = [f"+{(event.timestamp_ms - start_ms) / 1000:.3f} s", event.event_type.value]
-    if payload.model:
-        facts.append(payload.model)
-    if payload.usage is not None:
-        facts.append(f"tokens {payload.usage.input_tokens} in / {payload.usage.output_tokens} out")
-        if payload.usage.cached_tokens:
-            facts.append(f"{payload.usage.cached_tokens} cached")
-    if payload.latency_ms is not None:
-        facts.append(f"{payload.latency_ms:.0f} ms")
-    if payload.finish_reason:
-        facts.append(f"finish {payload.finish_reason}")
-    if payload.interaction_id:
-        facts.append(f"interaction {payload.interaction_id}")
-    if payload.continued_from:
-        facts.append(f"continues {payload.continued_from}")
-    if payload.cost_usd is not None:
-        facts.append(f"${payload.cost_usd:.4f}")
+    facts += _call_facts(payload)
     facts += [f"{k}={v}" for k, v in sorted(payload.attributes.items()) if k != "input_id"]
     classes = f"step step-{event.event_type.value}"
-    if any(result.is_error for result in payload.tool_results):
+    tool_results = payload.tool_results if isinstance(payload, _RESULTS) else []
+    if any(result.is_error for result in tool_results):
         classes += " tool-error"
     pieces = [
         f'<li class="{classes}" data-type="{_e(event.event_type.value)}" '
         f'data-sequence="{event.sequence}">',
         f'<div class="meta">{_e(" · ".join(facts))}</div>',
     ]
-    if payload.error_class or payload.error_message:
+    if isinstance(payload, _FAILED) and (payload.error_class or payload.error_message):
         pieces.append(
             f'<div class="error"><b>{_e(payload.error_class or "error")}</b>: '
             f"{_e(payload.error_message or '')}</div>"
         )
-    pieces += [_message_html(m, media) for m in payload.messages + payload.tool_results]
-    pieces += [_evidence_html(e) for e in payload.evidence]
-    if event.event_type == EventType.TOOL_REQUEST:
+    messages = payload.messages if isinstance(payload, _SAYS) else []
+    pieces += [_message_html(m, media) for m in messages + tool_results]
+    if isinstance(payload, ServerToolPayload | UnknownPayload):
+        pieces += [_evidence_html(e) for e in payload.evidence]
+    if isinstance(payload, ToolRequestPayload):
         pieces += [_tool_call_html(call) for call in payload.tool_calls]
     pieces.append("</li>")
     return "".join(pieces)
@@ -243,18 +284,32 @@ class _Run:
 
     @property
     def status(self) -> str:
-        outputs = [e for e in self.events if e.event_type == EventType.OUTPUT]
-        return outputs[-1].payload.attributes.get("status", "?") if outputs else "in progress"
+        outputs = [e.payload for e in self.events if isinstance(e.payload, OutputPayload)]
+        if not outputs:
+            return "in progress"
+        return "?" if outputs[-1].status is None else outputs[-1].status
+
+    @property
+    def input_id(self) -> str:
+        """The input id the first of its events naming one gives ("" if none does)."""
+        found = (e.payload.input_id for e in self.events if isinstance(e.payload, _WITH_INPUT))
+        return next((input_id for input_id in found if input_id is not None), "")
 
     def count(self, kind: EventType) -> int:
         return sum(1 for e in self.events if e.event_type == kind)
 
     def cost(self) -> str:
-        costs = [e.payload.cost_usd for e in self.events if e.payload.cost_usd is not None]
+        replies = (e.payload for e in self.events)
+        costs = [
+            p.cost_usd
+            for p in replies
+            if isinstance(p, ChatResponsePayload | UnknownPayload) and p.cost_usd is not None
+        ]
         return f" · ${sum(costs):.4f}" if costs else ""
 
     def tokens(self) -> tuple[int, int]:
-        usages = [e.payload.usage for e in self.events if e.payload.usage is not None]
+        found = (e.payload for e in self.events)
+        usages = [p.usage for p in found if isinstance(p, _USED) and p.usage is not None]
         return sum(u.input_tokens for u in usages), sum(u.output_tokens for u in usages)
 
 
@@ -276,17 +331,9 @@ def render_runs(events: Iterable[AgentEvent], media: MediaSource) -> tuple[str, 
         tokens_in, tokens_out = run.tokens()
         status = run.status
         anchor = _anchor(run.run_id)
-        input_id = next(
-            (
-                e.payload.attributes["input_id"]
-                for e in run.events
-                if "input_id" in e.payload.attributes
-            ),
-            "",
-        )
         facts = [
             _e(first.key or ""),
-            _e(input_id),
+            _e(run.input_id),
             f'<span class="status-{_e(status)}">{_e(status)}</span>',
             _e(_when(first.timestamp_ms)),
             f"{latency:.3f} s",

@@ -32,6 +32,7 @@ import fastavro
 from streamagents.serde.avro_binary import RecordEncoder
 from streamagents.serde.avro_compat import check_compatible
 from streamagents.serde.chat import ServerToolEvidence, TokenUsage
+from streamagents.serde.event_storage import stored_attributes
 from streamagents.serde.events import AgentEvent, EventType, RunEvent
 from streamagents.serde.messages import ChatMessage, Part, TextPart, ToolCall
 from streamagents.serde.safe_text import clip, is_credential_name, redact_secrets
@@ -304,13 +305,18 @@ class _Encoder:
             payload["interaction_id"] = payload["continued_from"] = None
         if self.shape.evidence:
             payload["evidence"] = []
-        # Only the fields the event has: all of an AgentEvent's, those given to a RunEvent.
+        # Only the fields the event has: all of an AgentEvent's, those given to a RunEvent;
+        # the others are facts stored as attributes, by the one table of them.
         fields = self.fields
-        for name, value in vars(event.payload).items():
+        typed = event.payload
+        for name, value in vars(typed).items():
             convert = fields.get(name)
             if convert is not None:
                 payload[name] = convert(value)
         event_type = event.event_type.value
+        attributes = stored_attributes(event_type, typed)
+        if attributes:
+            payload["attributes"] = {k: redact_secrets(v) for k, v in attributes.items()}
         return {
             "event_id": event.event_id,
             "event_type": event_type if event_type in self.shape.event_types else "unknown",
@@ -324,7 +330,8 @@ class _Encoder:
         }
 
     def _fields(self) -> dict[str, Callable[[Any], Any]]:
-        """How each payload field this version holds becomes its record value."""
+        """How each payload field this version holds becomes its record value (attributes
+        apart: `stored_attributes` gives them)."""
         limit = self.limit
         fields: dict[str, Callable[[Any], Any]] = {
             "messages": lambda messages: [self.message(m) for m in messages],
@@ -338,7 +345,6 @@ class _Encoder:
             "finish_reason": _string,
             "attempts": _long,
             "cost_usd": _double,
-            "attributes": lambda found: {k: redact_secrets(v) for k, v in found.items()},
         }
         if self.shape.interactions:
             fields["interaction_id"] = fields["continued_from"] = _string

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from streamagents.serde.messages import ChatMessage
 
 __all__ = [
-    "RETRIES_ATTRIBUTE",
     "ChatResponse",
     "GroundingSource",
     "RetryAttempt",
     "ServerToolEvidence",
     "TokenUsage",
     "ToolSpec",
-    "retries_from_attributes",
-    "retry_facts",
 ]
 
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
@@ -95,29 +90,6 @@ class RetryAttempt(BaseModel):
     error_type: str = Field(description='Its error class, e.g. "RateLimited".')
     status: int | None = Field(default=None, description="The HTTP status, when one came.")
     backoff_ms: float = Field(ge=0, description="The wait before the next attempt.")
-
-
-RETRIES_ATTRIBUTE = "retries"
-"""The event attribute holding a model call's retried attempts, as a JSON list."""
-_RETRY_LIST = TypeAdapter(list[RetryAttempt])
-
-
-def retry_facts(retries: Sequence[RetryAttempt]) -> dict[str, str]:
-    """The event attributes telling `retries` (none when the first attempt was the last)."""
-    if not retries:
-        return {}
-    return {RETRIES_ATTRIBUTE: json.dumps([r.model_dump(mode="json") for r in retries])}
-
-
-def retries_from_attributes(attributes: Mapping[str, str]) -> list[RetryAttempt]:
-    """The retried attempts an event's attributes tell; none when absent or unreadable."""
-    text = attributes.get(RETRIES_ATTRIBUTE)
-    if text is None:
-        return []
-    try:
-        return _RETRY_LIST.validate_json(text)
-    except ValidationError:
-        return []
 
 
 class ChatResponse(BaseModel):

@@ -2,33 +2,36 @@
 
 An `AgentEvent` is one step (input received, model request and response, tool request and
 response, output, error, ...) with its identity (event id, job, key, run, sequence number,
-the event it follows) and a typed `EventPayload`. Media appear in events only as store
-references or URLs, never as bytes: a message holding inline media is refused, so callers
-offload it to the media store (`MediaStore.offload`) before they log it.
+the event it follows) and its payload: the model of its event type
+(`streamagents.serde.event_payloads`), whose kind is the event's `event_type`. Media appear
+in events only as store references or URLs, never as bytes: a message holding inline media
+is refused, so callers offload it to the media store (`MediaStore.offload`) before they
+log it.
 
 Events travel between Flink operators as JSON (`event.model_dump_json()`) and are written
-to the Avro event log by `streamagents.serde.avro`. The agent runtime makes its events as
-`RunEvent`s: the same fields without validation, turned into an `AgentEvent` or JSON only
-where one is needed (a side output, telemetry).
+to the Avro event log by `streamagents.serde.avro`, both with the payload in its stored
+form (`streamagents.serde.event_storage`): the JSON text is the same as before payloads
+were typed, and JSON in that form is read into the typed payload. The agent runtime makes
+its events as `RunEvent`s: the same fields without validation, turned into an `AgentEvent`
+or JSON only where one is needed (a side output, telemetry).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from typing_extensions import TypedDict  # pydantic reads it on Python < 3.12
 
-from streamagents.serde.chat import ServerToolEvidence, TokenUsage
-from streamagents.serde.messages import ChatMessage, ToolCall
+from streamagents.serde.event_payloads import PAYLOAD_MODELS, EventPayload
+from streamagents.serde.event_storage import StoredPayload, stored_payload, typed_fields
 
 __all__ = [
     "AgentEvent",
-    "EventPayload",
     "EventType",
     "RunEvent",
     "RunPayload",
@@ -61,67 +64,18 @@ class EventType(str, Enum):
     FOLLOWUP_CANCELLED = "followup_cancelled"
 
 
-def _refuse_inline_media(messages: list[ChatMessage], field: str) -> list[ChatMessage]:
-    for index, message in enumerate(messages):
-        for part_index, part in enumerate(message.media):
-            if part.data is not None:
-                raise ValueError(
-                    f"{field}[{index}].parts[{part_index}]: {part.kind} part ({part.mime_type}, "
-                    f"{len(part.data)} bytes) holds inline data; events carry media only as "
-                    "store refs or URLs, so offload it first (MediaStore.offload)"
-                )
-    return messages
+class StoredEvent(TypedDict):
+    """An event as its JSON text has it: the payload in the stored form."""
 
-
-class EventPayload(BaseModel):
-    """What an event carries; each event type fills the fields that apply to it."""
-
-    model_config = _MODEL_CONFIG
-
-    messages: list[ChatMessage] = Field(
-        default_factory=list, description="Messages of the step: input, request or answer."
-    )
-    tool_calls: list[ToolCall] = Field(
-        default_factory=list, description="Tool calls requested, with provider metadata."
-    )
-    tool_results: list[ChatMessage] = Field(
-        default_factory=list, description="Tool-result messages (role tool, with is_error)."
-    )
-    usage: TokenUsage | None = Field(default=None, description="Tokens the model call used.")
-    model: str | None = Field(default=None, description="Model name, e.g. gemini-2.5-flash.")
-    latency_ms: float | None = Field(default=None, ge=0, description="Wall time of the step.")
-    error_class: str | None = Field(default=None, description="Class name of the error.")
-    error_message: str | None = Field(default=None, description="What went wrong.")
-    finish_reason: str | None = Field(default=None, description="Provider's finish reason.")
-    attempts: int | None = Field(default=None, ge=0, description="Provider attempts (retries).")
-    cost_usd: float | None = Field(default=None, ge=0, description="Estimated cost in USD.")
-    attributes: dict[str, str] = Field(
-        default_factory=dict, description="Small free-form facts, e.g. the input id."
-    )
-    interaction_id: str | None = Field(
-        default=None, description="The stored interaction a model reply can be continued from."
-    )
-    continued_from: str | None = Field(
-        default=None,
-        description="The stored interaction the model request continued (None: all sent).",
-    )
-    evidence: list[ServerToolEvidence] = Field(
-        default_factory=list,
-        description="What built-in server-side tools did for the model reply it follows.",
-    )
-
-    @field_validator("messages")
-    @classmethod
-    def _messages_without_bytes(cls, value: list[ChatMessage]) -> list[ChatMessage]:
-        return _refuse_inline_media(value, "messages")
-
-    @field_validator("tool_results")
-    @classmethod
-    def _tool_results_without_bytes(cls, value: list[ChatMessage]) -> list[ChatMessage]:
-        for index, message in enumerate(value):
-            if message.role != "tool":
-                raise ValueError(f"tool_results[{index}]: role must be tool, not {message.role}")
-        return _refuse_inline_media(value, "tool_results")
+    event_id: str
+    event_type: EventType
+    job_id: str
+    key: str | None
+    run_id: str | None
+    sequence: int
+    timestamp_ms: int
+    upstream_event_id: str | None
+    payload: StoredPayload
 
 
 class AgentEvent(BaseModel):
@@ -130,7 +84,6 @@ class AgentEvent(BaseModel):
     model_config = _MODEL_CONFIG
 
     event_id: str = Field(default_factory=lambda: str(uuid.uuid4()), description="Unique id.")
-    event_type: EventType = Field(description="What happened.")
     job_id: str = Field(description="The job that produced the event.")
     key: str | None = Field(default=None, description="The key the run belongs to.")
     run_id: str | None = Field(default=None, description="The agent run, when there is one.")
@@ -140,7 +93,45 @@ class AgentEvent(BaseModel):
         description="When the event happened, in milliseconds since the Unix epoch (UTC).",
     )
     upstream_event_id: str | None = Field(default=None, description="The event this follows.")
-    payload: EventPayload = Field(default_factory=EventPayload, description="What it carries.")
+    payload: EventPayload = Field(description="What it carries: the model of its event type.")
+
+    @property
+    def event_type(self) -> EventType:
+        """What happened: the kind of its payload."""
+        return _EVENT_TYPES[self.payload.kind]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_payload(cls, data: Any) -> Any:
+        """An `event_type` and a payload in the stored form (as the JSON text has them) or
+        as the fields of its model, made into the payload model of that type."""
+        if not isinstance(data, dict) or "event_type" not in data:
+            return data
+        data = dict(data)
+        kind = _event_type(data.pop("event_type")).value
+        payload = data.get("payload")
+        if isinstance(payload, BaseModel):
+            if getattr(payload, "kind", None) != kind:
+                raise ValueError(f"a {kind} event cannot carry a {type(payload).__name__}")
+        else:
+            data["payload"] = {**typed_fields(kind, payload or {}), "kind": kind}
+        return data
+
+    @model_serializer(mode="plain")
+    def _stored_form(self) -> StoredEvent:
+        """The event with its payload in the stored form: what its JSON text holds."""
+        kind = self.payload.kind
+        return {
+            "event_id": self.event_id,
+            "event_type": _EVENT_TYPES[kind],
+            "job_id": self.job_id,
+            "key": self.key,
+            "run_id": self.run_id,
+            "sequence": self.sequence,
+            "timestamp_ms": self.timestamp_ms,
+            "upstream_event_id": self.upstream_event_id,
+            "payload": stored_payload(kind, self.payload),
+        }
 
 
 def new_event(
@@ -155,7 +146,8 @@ def new_event(
     event_id: str | None = None,
     **payload: Any,
 ) -> AgentEvent:
-    """Build an event (a fresh id unless `event_id` is given); other keywords fill the payload."""
+    """Build an event (a fresh id unless `event_id` is given); other keywords fill the payload:
+    the fields of its type's payload model, or the stored form (`attributes` as text)."""
     fields: dict[str, Any] = {
         "event_type": event_type,
         "job_id": job_id,
@@ -163,7 +155,7 @@ def new_event(
         "run_id": run_id,
         "sequence": sequence,
         "upstream_event_id": upstream_event_id,
-        "payload": EventPayload(**payload),
+        "payload": payload,
     }
     if timestamp_ms is not None:
         fields["timestamp_ms"] = timestamp_ms
@@ -172,39 +164,63 @@ def new_event(
     return AgentEvent(**fields)
 
 
-_PAYLOAD_FIELDS = frozenset(EventPayload.model_fields)
 _EVENT_TYPES = {kind.value: kind for kind in EventType}  # a member finds itself too
 
 
-class RunPayload:
-    """The payload of a `RunEvent`: the `EventPayload` fields given, the rest at their
-    defaults (read-only empty ones), without validation."""
+def _event_type(value: EventType | str) -> EventType:
+    return _EVENT_TYPES.get(value) or EventType(value)  # or a ValueError naming it
 
-    messages: Sequence[ChatMessage] = ()
-    tool_calls: Sequence[ToolCall] = ()
-    tool_results: Sequence[ChatMessage] = ()
-    usage: TokenUsage | None = None
-    model: str | None = None
-    latency_ms: float | None = None
-    error_class: str | None = None
-    error_message: str | None = None
-    finish_reason: str | None = None
-    attempts: int | None = None
-    cost_usd: float | None = None
-    attributes: Mapping[str, str] = MappingProxyType({})
-    interaction_id: str | None = None
-    continued_from: str | None = None
-    evidence: Sequence[ServerToolEvidence] = ()
+
+class RunPayload:
+    """The payload of a `RunEvent`: the fields of its type's payload model that were given,
+    without validation; the others read as their defaults (read-only empty ones)."""
+
+    kind: str
+    allowed: frozenset[str]
 
     def __init__(self, fields: dict[str, Any]) -> None:
-        if not _PAYLOAD_FIELDS.issuperset(fields):
-            unknown = ", ".join(sorted(fields.keys() - _PAYLOAD_FIELDS))
+        if not self.allowed.issuperset(fields):
+            unknown = ", ".join(sorted(fields.keys() - self.allowed))
             raise TypeError(f"event payload has no field(s) {unknown}")
         self.__dict__.update(fields)
 
     def fields(self) -> dict[str, Any]:
         """The fields that were given."""
         return dict(self.__dict__)
+
+
+def _read_only(value: Any) -> Any:
+    if isinstance(value, list):
+        return ()
+    return MappingProxyType({}) if isinstance(value, dict) else value
+
+
+# A field of any payload model may be given to a RunEvent of any type (the model is only
+# validated where one is made); the stored form's `attributes` only to an unknown event.
+_TYPED_FIELDS = frozenset(
+    name
+    for kind, model in PAYLOAD_MODELS.items()
+    if kind != "unknown"
+    for name in model.model_fields
+    if name != "kind"
+)
+_RUN_PAYLOADS: dict[str, type[RunPayload]] = {
+    kind: type(
+        f"Run{model.__name__}",
+        (RunPayload,),
+        {
+            "__doc__": f"The unvalidated form of a `{model.__name__}`.",
+            "allowed": _TYPED_FIELDS
+            if kind != "unknown"
+            else frozenset(model.model_fields) - {"kind"},
+            **{
+                name: _read_only(field.get_default(call_default_factory=True))
+                for name, field in model.model_fields.items()
+            },
+        },
+    )
+    for kind, model in PAYLOAD_MODELS.items()
+}
 
 
 _IDENTITY = ("event_id", "job_id", "key", "run_id", "sequence", "timestamp_ms", "upstream_event_id")
@@ -257,14 +273,14 @@ class RunEvent:
         self.sequence = sequence
         self.timestamp_ms = timestamp_ms
         self.upstream_event_id = upstream_event_id
-        self.payload = RunPayload(payload)
+        self.payload = _RUN_PAYLOADS[event_type](payload)  # a str: a member finds it too
 
     @classmethod
     def of(cls, event: AgentEvent) -> RunEvent:
         """The `RunEvent` of an `AgentEvent`, with the payload fields it set (for tests and
         benchmarks that compare the two forms)."""
         payload = event.payload
-        fields = {name: getattr(payload, name) for name in payload.model_fields_set}
+        fields = {name: getattr(payload, name) for name in payload.model_fields_set - {"kind"}}
         return cls(event.event_type, **_identity(event), **fields)
 
     def model(self) -> AgentEvent:

@@ -64,7 +64,8 @@ class RunDraft:
             "chat_request",
             upstream=upstream,
             model=spec.model,
-            attributes={"provider": spec.provider, "tools": ",".join(self.runtime.tool_names)},
+            provider=spec.provider,
+            tools=self.runtime.tool_names,
         )
 
     def snapshot(self, pending: ModelAction | ToolAction) -> RunState:

@@ -50,13 +50,11 @@ def decide(
         "approval_decided",
         upstream=upstream,
         tool_calls=[call],
-        attributes={
-            "call_id": entry.call_id,
-            "decision": decision.decision,
-            "by": clip(decision.by, 256),
-            "comment": clip(decision.comment),
-            "edited_arguments": "true" if edited else "false",
-        },
+        call_id=entry.call_id,
+        decision=decision.decision,
+        by=clip(decision.by, 256),
+        comment=clip(decision.comment),
+        edited_arguments=edited,
     )
     fingerprint = decision.fingerprint()
     entry = entry.model_copy(
@@ -91,7 +89,8 @@ def expire(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
             "approval_expired",
             upstream=pending.request_event_ids[pending.calls.index(call)],
             tool_calls=[call],
-            attributes={"call_id": entry.call_id, "deadline_ms": str(entry.deadline_ms)},
+            call_id=entry.call_id,
+            deadline_ms=entry.deadline_ms,
         )
         results[call.id] = ToolRegistry.error_result(
             call, f"no decision came within {waited_s:g} s; the call was not made"

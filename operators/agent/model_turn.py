@@ -17,7 +17,7 @@ from streamagents.operators.agent.run_endings import budget_error, fail, finish
 from streamagents.operators.agent.run_state import ModelAction, Outcome, Step, ToolAction
 from streamagents.operators.agent.tool_turn import end_tool_turn
 from streamagents.operators.agent.tools import ToolRegistry
-from streamagents.serde.chat import ChatResponse, retry_facts
+from streamagents.serde.event_storage import typed_fields
 from streamagents.serde.messages import ChatMessage, ToolCall
 
 __all__ = ["apply_model_outcome"]
@@ -39,7 +39,7 @@ def apply_model_outcome(
             error_message=error.message,
             latency_ms=outcome.latency_ms,
             attempts=outcome.attempts,
-            attributes=retry_facts(outcome.retries),
+            retries=outcome.retries,
         )
         return fail(run, error, dead_letter=True)
     response = outcome.response
@@ -60,30 +60,25 @@ def apply_model_outcome(
         interaction_id=response.interaction_id,
         continued_from=response.continued_from,
         attempts=len(response.retries) + 1,
-        attributes=_response_facts(response),
+        continuation_fallback=response.continuation_fallback,
+        cached_content=response.cached_content,
+        sources=sum(len(e.sources) for e in response.evidence) or None,
+        retries=response.retries,
     )
     for evidence in response.evidence:
         run.emit("server_tool", upstream=response_id, evidence=[evidence])
-    for facts in response.cache_events:
-        run.emit("context_cache", upstream=response_id, attributes=facts)
+    for facts in response.cache_events:  # the model's own facts, as text: read them
+        run.emit(
+            "context_cache",
+            upstream=response_id,
+            **typed_fields("context_cache", {"attributes": facts}),
+        )
     if not message.tool_calls:
         return finish(run, message, history)
     over = _over_budget(run, len(message.tool_calls))
     if over is not None:
         return fail(run, over)
     return _start_tool_turn(run, message.tool_calls, response_id)
-
-
-def _response_facts(response: ChatResponse) -> dict[str, str]:
-    """The `chat_response` event's attributes: continuation fallback, cache, sources, retries."""
-    fallback = response.continuation_fallback
-    facts = {} if fallback is None else {"continuation_fallback": fallback}
-    if response.cached_content is not None:
-        facts["cached_content"] = response.cached_content
-    sources = [s.uri for e in response.evidence for s in e.sources]
-    if sources:
-        facts["sources"] = str(len(sources))
-    return {**facts, **retry_facts(response.retries)}
 
 
 def _over_budget(run: RunDraft, asked: int) -> ErrorInfo | None:
@@ -133,7 +128,8 @@ def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str)
             "approval_requested",
             upstream=request_id,
             tool_calls=[call],
-            attributes={"call_id": request_id, "deadline_ms": str(approval.deadline_ms)},
+            call_id=request_id,
+            deadline_ms=approval.deadline_ms,
         )
         requests.append(_approval_request(run, call, approval))
     action = ToolAction(
@@ -177,7 +173,8 @@ def _answer_followups(
                 "followup_scheduled",
                 upstream=request_id,
                 tool_calls=[call],
-                attributes={"followup_id": made.id, "due_ms": str(made.due_ms)},
+                followup_id=made.id,
+                due_ms=made.due_ms,
             )
             results[call.id] = ChatMessage.tool_result(call.id, call.name, confirmation(made))
         run.emit("tool_response", upstream=request_id, tool_results=[results[call.id]])

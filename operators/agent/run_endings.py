@@ -66,11 +66,7 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
     """End the run with the model's answer: its output, and the key's history with the
     run's messages added, trimmed to the memory bounds."""
     output = _output_record(run, "ok", message, None)
-    run.emit(
-        "output",
-        messages=[message],
-        attributes={"input_id": run.data["input_id"], "status": "ok"},
-    )
+    run.emit("output", messages=[message], input_id=run.data["input_id"], status="ok")
     runtime = run.runtime
     memory = runtime.config.memory
     trimmed = trim_history(
@@ -82,12 +78,10 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
     if trimmed.trimmed:
         run.emit(
             "memory_trimmed",
-            attributes={
-                "dropped_messages": str(trimmed.dropped_messages),
-                "dropped_bytes": str(trimmed.dropped_bytes),
-                "kept_messages": str(len(trimmed.messages)),
-                "kept_bytes": str(trimmed.kept_bytes),
-            },
+            dropped_messages=trimmed.dropped_messages,
+            dropped_bytes=trimmed.dropped_bytes,
+            kept_messages=len(trimmed.messages),
+            kept_bytes=trimmed.kept_bytes,
         )
     return Step(
         state=None,
@@ -101,17 +95,16 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
 
 def fail(run: RunDraft, error: ErrorInfo, dead_letter: bool = False) -> Step:
     """End the run with `error`: an error output, and a dead letter when `dead_letter`."""
-    facts = {"input_id": run.data["input_id"]}
-    if error.budget is not None:
-        facts.update(budget=error.budget, limit=f"{error.limit:g}")
+    budget = {} if error.budget is None else {"budget": error.budget, "limit": error.limit}
     run.emit(
         "budget_exceeded" if error.budget is not None else "error",
         error_class=error.type,
         error_message=error.message,
-        attributes=facts,
+        input_id=run.data["input_id"],
+        **budget,
     )
     output = _output_record(run, "error", None, error)
-    run.emit("output", attributes={"input_id": run.data["input_id"], "status": "error"})
+    run.emit("output", input_id=run.data["input_id"], status="error")
     letter = run.runtime.dead_letter(run.state, error) if dead_letter else None
     return Step(
         state=None,

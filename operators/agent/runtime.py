@@ -144,13 +144,11 @@ class AgentRuntime:
             loggable = self.loggable(message)
         except Exception as exc:
             run.emit(
-                "input",
-                messages=[ChatMessage.user(record.message.content)],
-                attributes={"input_id": record.id},
+                "input", messages=[ChatMessage.user(record.message.content)], input_id=record.id
             )
             error = ErrorInfo(type="MediaStoreError", message=clip(str(exc)))
             return fail(run, error, dead_letter=True)
-        input_event = run.emit("input", messages=[loggable], attributes={"input_id": record.id})
+        input_event = run.emit("input", messages=[loggable], input_id=record.id)
         self._note_followups(run, record, waiting, input_event)
         if missing:
             digests = ", ".join(ref.sha256 for ref in missing)
@@ -173,26 +171,23 @@ class AgentRuntime:
         """Log a follow-up's run as fired; cancel the key's waiting ones on a new input."""
         if is_followup_line(record.attributes):
             facts = record.attributes["followup"]
+            due_ms = facts.get("due_ms")
             run.emit(
                 "followup_fired",
                 upstream=upstream,
-                attributes={
-                    "followup_id": str(facts.get("id", "")),
-                    "scheduled_by": str(facts.get("run_id", "")),
-                    "due_ms": str(facts.get("due_ms", "")),
-                    "input_id": record.id,
-                },
+                followup_id=str(facts.get("id", "")),
+                scheduled_by=str(facts.get("run_id", "")),
+                due_ms=due_ms if type(due_ms) is int else None,
+                input_id=record.id,
             )
         elif self.followups is not None and self.followups.cancel_on_input and waiting:
             for followup in waiting:
                 run.emit(
                     "followup_cancelled",
                     upstream=upstream,
-                    attributes={
-                        "followup_id": followup.id,
-                        "due_ms": str(followup.due_ms),
-                        "cancelled_by": record.id,
-                    },
+                    followup_id=followup.id,
+                    due_ms=followup.due_ms,
+                    cancelled_by=record.id,
                 )
             run.cancelled = [followup.id for followup in waiting]
             return

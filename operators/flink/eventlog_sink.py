@@ -82,7 +82,7 @@ def invalid_record_event(raw: str | RunEvent, error: ValueError) -> str:
         sequence=0,
         error_class="InvalidEventRecord",
         error_message=reason,
-        attributes={} if length is None else {"record_length": str(length)},
+        record_length=length,
     )
     return event.model_dump_json()
 

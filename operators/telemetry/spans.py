@@ -22,8 +22,21 @@ from typing import Any, Literal
 
 from streamagents.connectors.providers import provider_family
 from streamagents.operators.telemetry.log_runs import runs_in_order
-from streamagents.serde.chat import retries_from_attributes
-from streamagents.serde.events import AgentEvent, EventType
+from streamagents.serde.event_payloads import (
+    ApprovalDecidedPayload,
+    ApprovalExpiredPayload,
+    ApprovalRequestedPayload,
+    BudgetExceededPayload,
+    ChatRequestPayload,
+    ChatResponsePayload,
+    ErrorPayload,
+    FollowupFiredPayload,
+    InputPayload,
+    OutputPayload,
+    ToolRequestPayload,
+    ToolResponsePayload,
+)
+from streamagents.serde.events import AgentEvent
 from streamagents.serde.messages import ChatMessage, TextPart
 from streamagents.serde.safe_text import redact_secrets
 
@@ -189,7 +202,7 @@ class _RunSpans:
         """Take the next event of the run into account."""
         self.start_ms = min(self.start_ms, event.timestamp_ms)
         self.end_ms = max(self.end_ms, event.timestamp_ms)
-        _HANDLERS.get(event.event_type, _run_event)(self, event, capture)
+        _HANDLERS.get(event.payload.kind, _run_event)(self, event, capture)
 
     def step_span(self, step: _Step) -> SpanRecord:
         """The span of one step (marked incomplete when its response never came)."""
@@ -269,7 +282,8 @@ def _step_key(run: _RunSpans, event: AgentEvent) -> str:
 
 def _chat_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     payload = event.payload
-    provider = payload.attributes.get("provider")
+    assert isinstance(payload, ChatRequestPayload)
+    provider = payload.provider
     attributes: dict[str, AttributeValue] = {"gen_ai.operation.name": "chat"}
     if provider:
         attributes["gen_ai.provider.name"] = _gen_ai_provider(provider)
@@ -286,6 +300,7 @@ def _chat_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
 
 def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     payload = event.payload
+    assert isinstance(payload, ChatResponsePayload)
     latency = payload.latency_ms or 0.0
     step = run.steps.get(event.upstream_event_id or "")
     if step is None:  # no request seen (an older log, a restore): the response makes the span
@@ -328,7 +343,7 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
                 "streamagents.retry.backoff_ms": retry.backoff_ms,
             },
         )
-        for retry in retries_from_attributes(payload.attributes)
+        for retry in payload.retries
     ]
     if payload.interaction_id:  # the provider's stored response (Gemini interactions)
         attributes["gen_ai.response.id"] = payload.interaction_id
@@ -343,7 +358,9 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
 
 
 def _tool_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
-    for call in event.payload.tool_calls:
+    payload = event.payload
+    assert isinstance(payload, ToolRequestPayload)
+    for call in payload.tool_calls:
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.name,
@@ -354,7 +371,7 @@ def _tool_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
             attributes["gen_ai.tool.call.arguments"] = _clean(
                 json.dumps(call.arguments, ensure_ascii=False)
             )
-        single = len(event.payload.tool_calls) == 1
+        single = len(payload.tool_calls) == 1
         key = event.event_id if single else f"{event.event_id}#{call.id}"
         name = f"execute_tool {call.name}"
         run.steps[key] = _Step(span_id_for(key), event.timestamp_ms, name, "internal", attributes)
@@ -362,6 +379,7 @@ def _tool_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
 
 def _tool_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     payload = event.payload
+    assert isinstance(payload, ToolResponsePayload)
     latency = payload.latency_ms or 0.0
     for result in payload.tool_results:
         step = run.steps.get(event.upstream_event_id or "")
@@ -394,18 +412,21 @@ def _tool_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
         run.conversation.append(result)
 
 
-def _approval_step(run: _RunSpans, event: AgentEvent) -> _Step | None:
+_ApprovalPayload = ApprovalRequestedPayload | ApprovalDecidedPayload | ApprovalExpiredPayload
+
+
+def _approval_step(run: _RunSpans, payload: _ApprovalPayload, event: AgentEvent) -> _Step | None:
     """The wait for a person's decision on one tool call, opened by the first of its events
     seen (its request, or its end when the request came before a restore). Its id comes
     from the call it is about, which every approval event names, so it is the same either
     way."""
-    call_id = event.payload.attributes.get("call_id")
+    call_id = payload.call_id
     if call_id is None:
         return None
     key = f"{call_id}#approval@{run.run_id}"  # call ids hold the run id, but a log may lie
     step = run.steps.get(key)
     if step is None:
-        calls = event.payload.tool_calls
+        calls = payload.tool_calls
         tool = calls[0].name if calls else ""
         attributes: dict[str, AttributeValue] = {
             "gen_ai.tool.name": tool,
@@ -420,61 +441,69 @@ def _approval_step(run: _RunSpans, event: AgentEvent) -> _Step | None:
 
 
 def _approval_requested(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
-    step = _approval_step(run, event)
-    deadline = event.payload.attributes.get("deadline_ms", "")
-    if step is not None and deadline.isdigit():
-        step.attributes["streamagents.approval.deadline_ms"] = int(deadline)
+    payload = event.payload
+    assert isinstance(payload, ApprovalRequestedPayload)
+    step = _approval_step(run, payload, event)
+    deadline = payload.deadline_ms
+    if step is not None and deadline is not None and deadline >= 0:
+        step.attributes["streamagents.approval.deadline_ms"] = deadline
 
 
 def _approval_ended(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
-    step = _approval_step(run, event)
+    payload = event.payload
+    assert isinstance(payload, ApprovalDecidedPayload | ApprovalExpiredPayload)
+    step = _approval_step(run, payload, event)
     if step is None:
         return
-    facts = event.payload.attributes
     step.end_ms = max(float(event.timestamp_ms), step.start_ms)
-    timed_out = event.event_type == EventType.APPROVAL_EXPIRED
+    timed_out = isinstance(payload, ApprovalExpiredPayload)
     step.attributes["streamagents.approval.timed_out"] = timed_out
-    step.attributes["streamagents.approval.decision"] = (
-        "expired" if timed_out else facts.get("decision", "")
-    )
-    if "edited_arguments" in facts:
-        step.attributes["streamagents.approval.edited_arguments"] = (
-            facts["edited_arguments"] == "true"
-        )
+    if isinstance(payload, ApprovalExpiredPayload):
+        step.attributes["streamagents.approval.decision"] = "expired"
+        return
+    step.attributes["streamagents.approval.decision"] = payload.decision or ""
+    if payload.edited_arguments is not None:
+        step.attributes["streamagents.approval.edited_arguments"] = payload.edited_arguments
     if capture:  # who decided is a person's name, and the comment their words
-        for name in ("by", "comment"):
-            if facts.get(name):
-                step.attributes[f"streamagents.approval.{name}"] = facts[name]
+        for name, said in (("by", payload.by), ("comment", payload.comment)):
+            if said:
+                step.attributes[f"streamagents.approval.{name}"] = said
+
+
+_WITH_INPUT_ID = (
+    InputPayload | OutputPayload | ErrorPayload | BudgetExceededPayload | FollowupFiredPayload
+)
+"""The payloads that name the run's input."""
 
 
 def _run_event(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     payload = event.payload
-    kind = event.event_type
-    if "input_id" in payload.attributes:
-        run.attributes["streamagents.input_id"] = payload.attributes["input_id"]
-    if kind == EventType.INPUT:
+    if isinstance(payload, _WITH_INPUT_ID) and payload.input_id is not None:
+        run.attributes["streamagents.input_id"] = payload.input_id
+    if isinstance(payload, InputPayload):
         run.conversation.extend(payload.messages)
         if capture:
             run.attributes["gen_ai.input.messages"] = _messages_attr(payload.messages)
-    elif kind in (EventType.ERROR, EventType.BUDGET_EXCEEDED):
-        run.attributes["error.type"] = payload.error_class or kind.value
-        run.error = _clean(payload.error_message or payload.error_class or kind.value)
-        if "budget" in payload.attributes:
-            run.attributes["streamagents.budget"] = payload.attributes["budget"]
-    elif kind == EventType.OUTPUT:
-        run.attributes["streamagents.status"] = payload.attributes.get("status", "")
+    elif isinstance(payload, ErrorPayload | BudgetExceededPayload):
+        kind = payload.kind
+        run.attributes["error.type"] = payload.error_class or kind
+        run.error = _clean(payload.error_message or payload.error_class or kind)
+        if isinstance(payload, BudgetExceededPayload) and payload.budget is not None:
+            run.attributes["streamagents.budget"] = payload.budget
+    elif isinstance(payload, OutputPayload):
+        run.attributes["streamagents.status"] = payload.status or ""
         if capture and payload.messages:
             run.attributes["gen_ai.output.messages"] = _messages_attr(payload.messages)
 
 
 _HANDLERS = {
-    EventType.CHAT_REQUEST: _chat_request,
-    EventType.CHAT_RESPONSE: _chat_response,
-    EventType.TOOL_REQUEST: _tool_request,
-    EventType.TOOL_RESPONSE: _tool_response,
-    EventType.APPROVAL_REQUESTED: _approval_requested,
-    EventType.APPROVAL_DECIDED: _approval_ended,
-    EventType.APPROVAL_EXPIRED: _approval_ended,
+    "chat_request": _chat_request,
+    "chat_response": _chat_response,
+    "tool_request": _tool_request,
+    "tool_response": _tool_response,
+    "approval_requested": _approval_requested,
+    "approval_decided": _approval_ended,
+    "approval_expired": _approval_ended,
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 from streamagents.connectors.eventlog import EventLogWriter, event_log_files, read_events
 from streamagents.connectors.media import MediaStore
 from streamagents.serde.chat import TokenUsage
-from streamagents.serde.events import AgentEvent, EventType, RunEvent, RunPayload, new_event
+from streamagents.serde.events import AgentEvent, EventType, RunEvent, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart, ToolCall
 
 _GOOGLE_KEY = "AIzaSyD-" + "k" * 31
@@ -170,8 +170,8 @@ def test_typed_read_gives_back_the_events_written_verbose(tmp_path: Path) -> Non
 
 def test_standard_level_truncates_text_without_changing_types(tmp_path: Path) -> None:
     long_text = "x" * 5000
-    event = new_event(
-        "input", job_id="j", key="k", run_id="r", sequence=0,
+    event = new_event(  # of no known type: one event with messages and an error message
+        "unknown", job_id="j", key="k", run_id="r", sequence=0,
         messages=[ChatMessage.user(long_text), ChatMessage.user("short")],
         error_message=long_text,
     )  # fmt: skip
@@ -206,8 +206,8 @@ def test_files_never_hold_media_bytes_or_api_keys(tmp_path: Path) -> None:
     store = MediaStore(str(tmp_path / "media"))
     user = ChatMessage.user([TextPart(text="look"), ImagePart(mime_type="image/png", data=pixels)])
     offloaded = store.offload(user, threshold_bytes=0)
-    event = new_event(
-        "error",
+    event = new_event(  # of no known type: messages, an error and attributes in one event
+        "unknown",
         job_id="j",
         key="k",
         run_id="r",
@@ -269,7 +269,9 @@ def test_the_sink_logs_a_runtime_event_holding_inline_media_as_an_error_event(
 
     pixels = ImagePart(mime_type="image/png", data=b"\x89PNG-secret-pixels")
     made = RunEvent.of(_run_events()[0])
-    made.payload = RunPayload({"messages": [ChatMessage.user([TextPart(text="x"), pixels])]})
+    made.payload = type(made.payload)(
+        {"messages": [ChatMessage.user([TextPart(text="x"), pixels])]}
+    )
     with EventLogWriter(tmp_path, codec="null") as writer:  # uncompressed: bytes searchable
         writer.write_all([made], invalid=invalid_record_event)
     (record,) = read_events(tmp_path)

@@ -23,7 +23,7 @@ from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.jobs.cli import main
 from streamagents.operators.telemetry.spans import span_id_for, spans_from_events, trace_id_for
-from streamagents.serde.chat import RetryAttempt, retry_facts
+from streamagents.serde.chat import RetryAttempt
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -297,13 +297,15 @@ def _event_logs(draw: st.DrawFn) -> list[AgentEvent]:
         earlier = [e.event_id for e in events] or ["x"]
         upstream = draw(st.one_of(st.none(), st.sampled_from(earlier)))
         kind = draw(st.sampled_from([*_KINDS, *_APPROVALS, "error"]))
-        payload: dict[str, Any] = {"latency_ms": draw(st.one_of(st.none(), st.floats(0, 1e7)))}
+        payload: dict[str, Any] = {}
+        if kind in ("chat_response", "tool_response"):  # the kinds that time their step
+            payload["latency_ms"] = draw(st.one_of(st.none(), st.floats(0, 1e7)))
         if kind in _APPROVALS:
             payload["attributes"] = {"call_id": draw(st.sampled_from(["a", "b"]))}
         if kind == "chat_response":
             when = draw(st.floats(-1e7, 2e7))
             retry = RetryAttempt(attempt=1, ended_ms=when, error_type="E", backoff_ms=1.0)
-            payload["attributes"] = retry_facts(draw(st.lists(st.just(retry), max_size=2)))
+            payload["retries"] = draw(st.lists(st.just(retry), max_size=2))
         if kind == "tool_request":
             payload["tool_calls"] = [
                 ToolCall(id=f"c{n}", name="t", arguments={"a": draw(st.text(max_size=5))})

@@ -21,6 +21,7 @@ from streamagents.serde.avro import (
 )
 from streamagents.serde.avro_binary import RecordEncoder
 from streamagents.serde.chat import GroundingSource, ServerToolEvidence, TokenUsage
+from streamagents.serde.event_payloads import PAYLOAD_MODELS
 from streamagents.serde.events import AgentEvent, EventType, RunEvent, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart, ToolCall
 
@@ -116,9 +117,15 @@ def events(draw: st.DrawFn) -> AgentEvent:
     }
     for name in ("model", "error_class", "finish_reason", "interaction_id", "continued_from"):
         payload[name] = draw(st.none() | text)
-    payload = {k: v for k, v in payload.items() if v not in (None, [], {})}  # the rest: defaults
+    kind = draw(st.sampled_from(list(EventType)))
+    fields = PAYLOAD_MODELS[kind.value].model_fields  # those of its type; stored attributes
+    payload = {
+        k: v
+        for k, v in payload.items()
+        if v not in (None, [], {}) and (k in fields or k == "attributes")
+    }  # the rest: defaults
     return new_event(
-        draw(st.sampled_from(list(EventType))),
+        kind,
         job_id=draw(text),
         key=draw(st.none() | text),
         run_id=draw(st.none() | text),

@@ -126,3 +126,56 @@ def test_a_run_event_is_the_agent_event_of_the_same_fields_without_validation() 
     negative = RunEvent("output", timestamp_ms=0, upstream_event_id=None, latency_ms=-1.0, **ids)
     with pytest.raises(ValidationError, match="latency_ms"):
         negative.model()  # validated where a model is made
+
+
+def test_each_event_type_has_its_payload_model_with_numbers_as_numbers() -> None:
+    from streamagents.serde.avro import to_record
+    from streamagents.serde.event_payloads import ApprovalRequestedPayload
+
+    event = new_event(
+        "approval_requested",
+        job_id="j",
+        key="k",
+        run_id="r",
+        sequence=3,
+        call_id="r.0002",
+        deadline_ms=1_790_000_000_000,
+    )
+    assert isinstance(event.payload, ApprovalRequestedPayload)
+    assert event.event_type is EventType.APPROVAL_REQUESTED
+    assert event.payload.deadline_ms == 1_790_000_000_000
+    stored = {"call_id": "r.0002", "deadline_ms": "1790000000000"}
+    assert to_record(event)["payload"]["attributes"] == stored
+    assert AgentEvent.model_validate_json(event.model_dump_json()) == event
+
+
+def test_an_attribute_that_does_not_read_as_its_type_is_kept_as_written() -> None:
+    from streamagents.serde.avro import to_record
+
+    event = new_event(
+        "approval_expired",
+        job_id="j",
+        key="k",
+        run_id="r",
+        sequence=3,
+        attributes={"call_id": "c", "deadline_ms": "soon", "note": "from a newer writer"},
+    )
+    assert event.payload.deadline_ms is None
+    assert event.payload.extra_attributes == {"deadline_ms": "soon", "note": "from a newer writer"}
+    stored = {"call_id": "c", "deadline_ms": "soon", "note": "from a newer writer"}
+    assert to_record(event)["payload"]["attributes"] == stored
+
+
+def test_a_field_its_event_type_does_not_carry_is_an_error_naming_it() -> None:
+    with pytest.raises(ValidationError, match="finish_reason"):
+        new_event("output", job_id="j", key="k", run_id="r", sequence=0, finish_reason="stop")
+    event = new_event(  # the stored form has every field: empty ones say nothing
+        "output", job_id="j", key="k", run_id="r", sequence=0, finish_reason=None, tool_calls=[]
+    )
+    assert event.payload.kind == "output"
+
+
+def test_every_event_type_has_one_payload_model_and_every_model_a_type() -> None:
+    from streamagents.serde.event_payloads import PAYLOAD_MODELS
+
+    assert set(PAYLOAD_MODELS) == {kind.value for kind in EventType}

@@ -14,7 +14,7 @@ from pathlib import Path
 from streamagents.connectors.eventlog import EventLogWriter
 from streamagents.connectors.media import MediaStore
 from streamagents.jobs.examples.sample_data import png
-from streamagents.serde.chat import RetryAttempt, TokenUsage, retry_facts
+from streamagents.serde.chat import RetryAttempt, TokenUsage
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart, ToolCall
 
@@ -175,7 +175,7 @@ def write_retry_and_approval_log(folder: Path) -> None:
         model="gpt-test",
         latency_ms=1_990.0,
         attempts=3,
-        attributes=retry_facts(retries),
+        retries=retries,
     )
     call = carol.emit("tool_request", upstream=last, tool_calls=[refund])
     facts = {"call_id": call, "deadline_ms": str(carol.now + 60_000)}

@@ -14,7 +14,6 @@ from streamagents.connectors.providers import RetryPolicy
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.telemetry.spans import spans_from_events
-from streamagents.serde.chat import retries_from_attributes
 from streamagents.serde.events import AgentEvent
 
 
@@ -86,7 +85,7 @@ def test_retried_attempts_reach_the_chat_response_event_and_its_span(
     assert done.output["status"] == "ok"
     response = next(e for e in done.events if e["event_type"] == "chat_response")
     assert response["payload"]["attempts"] == 3
-    retries = retries_from_attributes(response["payload"]["attributes"])
+    retries = AgentEvent.model_validate(response).payload.retries
     assert [(r.attempt, r.error_type, r.status) for r in retries] == [
         (1, "RateLimited", 429),
         (2, "ServerError", 503),
@@ -117,6 +116,6 @@ def test_a_call_that_fails_after_retries_tells_its_attempts_on_the_error_respons
     response = next(e for e in done.events if e["event_type"] == "chat_response")
     assert response["payload"]["error_class"] == "ServerError"
     assert response["payload"]["attempts"] == 3
-    retries = retries_from_attributes(response["payload"]["attributes"])
+    retries = AgentEvent.model_validate(response).payload.retries
     assert [(r.attempt, r.status) for r in retries] == [(1, 500), (2, 500)]
     assert len(stub.requests) == 3
