@@ -4,39 +4,35 @@ Files of every shipped schema version, written by `EventLogWriter` with its defa
 are read by Java with the reader schema of every version; each record Java resolves must
 equal, field by field, what fastavro resolves under the same reader schema. A file Java
 writes with our schema is read by `streamagents eventlog cat`, field by field equal to the
-records it was given. Java runs as a separate process, so these tests are `e2e`.
+records it was given. Java does every case of this module in one JVM start (the `java`
+fixture), and each test reads its own case's outcome, so a case still fails on its own and
+names itself. Java runs as a separate process, so these tests are `e2e`.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import fastavro
 import pytest
-from avro_java import AvroJava
-from cli_jobs import CLI, demo_env
+from avro_java import JavaBatch, JavaCase
 from maven_artifacts import resolve
 
 from streamagents.connectors.eventlog import EventLogWriter, default_codec
 from streamagents.connectors.media import MediaStore
 from streamagents.jobs._eventlog_commands import _jsonable
+from streamagents.jobs.cli import main
 from streamagents.serde import avro_single_object as single_object
-from streamagents.serde.avro import LATEST_VERSION, SCHEMA_VERSIONS, schema_json
+from streamagents.serde.avro import SCHEMA_VERSIONS, schema_json
 from streamagents.serde.chat import GroundingSource, ServerToolEvidence, TokenUsage
 from streamagents.serde.events import AgentEvent, EventType, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart, ToolCall
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def avro_java(tmp_path_factory: pytest.TempPathFactory) -> AvroJava:
-    """The Java reader/writer, compiled once for this module."""
-    return AvroJava(resolve("avro-java"), tmp_path_factory.mktemp("avro-java-classes"))
 
 
 def events(media_dir: Path) -> list[AgentEvent]:
@@ -151,13 +147,63 @@ def differences(expected: Any, actual: Any, where: str = "") -> list[str]:
 
 
 ALL_PAIRS = list(itertools.product(SCHEMA_VERSIONS, SCHEMA_VERSIONS))
-JAVA_PAIRS = [
-    (written, reader)
-    for written, reader in ALL_PAIRS
-    if LATEST_VERSION in (written, reader) or written == reader
-]
-"""Pairs Java checks: every version against the newest both ways, and each with itself (a
-JVM per pair; the pairs between two older versions are fastavro's, below)."""
+"""Every (written, reader) pair of schema versions."""
+
+
+@pytest.fixture(scope="module")
+def written_files(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """A file of every schema version written by `EventLogWriter`, once for this module."""
+    return {
+        version: written_file(tmp_path_factory.mktemp(f"written-v{version}"), version)
+        for version in SCHEMA_VERSIONS
+    }
+
+
+@dataclass(frozen=True)
+class JavaCases:
+    """What Avro Java made of every case of this module, one field per direction."""
+
+    reads: dict[tuple[int, int], JavaCase[list[Any]]]
+    """Our file of one version read with the reader schema of another, by (written, reader)."""
+    writes: dict[int, JavaCase[Path]]
+    """A file Java wrote with our schema of a version, holding that version's records."""
+    decodes: dict[tuple[int, int], JavaCase[list[Any]]]
+    """Our single-object messages of one version decoded to another, by (written, reader)."""
+    encodes: dict[int, JavaCase[list[bytes]]]
+    """A version's records encoded by Java as single-object messages."""
+
+
+@pytest.fixture(scope="module")
+def java(written_files: dict[int, Path], tmp_path_factory: pytest.TempPathFactory) -> JavaCases:
+    """Every case of every direction, done by Avro Java in one JVM start for this module."""
+    batch = JavaBatch(resolve("avro-java"), tmp_path_factory.mktemp("avro-java"))
+    records = {v: fastavro_read(written_files[v], schema_json(v)) for v in SCHEMA_VERSIONS}
+    writers = [schema_json(version) for version in SCHEMA_VERSIONS]
+    cases = JavaCases(
+        reads={
+            (w, r): batch.read(f"v{w} file read as v{r}", written_files[w], schema_json(r))
+            for w, r in ALL_PAIRS
+        },
+        writes={
+            v: batch.write(f"v{v} file written", schema_json(v), records[v], codec="deflate")
+            for v in SCHEMA_VERSIONS
+        },
+        decodes={
+            (w, r): batch.decode_messages(
+                f"v{w} messages decoded as v{r}",
+                [single_object.encode(record, w) for record in records[w]],
+                schema_json(r),
+                writers,
+            )
+            for w, r in ALL_PAIRS
+        },
+        encodes={
+            v: batch.encode_messages(f"v{v} messages encoded", schema_json(v), records[v])
+            for v in SCHEMA_VERSIONS
+        },
+    )
+    batch.run()
+    return cases
 
 
 @pytest.mark.parametrize("written,reader", ALL_PAIRS)
@@ -176,14 +222,12 @@ def test_the_default_codec_is_one_java_reads_with_the_resolved_jars() -> None:
     assert default_codec() in ("zstandard", "deflate")
 
 
-@pytest.mark.parametrize("written,reader", JAVA_PAIRS)
+@pytest.mark.parametrize("written,reader", ALL_PAIRS)
 def test_java_reads_every_version_with_every_reader_schema_as_fastavro_does(
-    avro_java: AvroJava, tmp_path: Path, written: int, reader: int
+    java: JavaCases, written_files: dict[int, Path], written: int, reader: int
 ) -> None:
-    path = written_file(tmp_path, written)
-    reader_schema = schema_json(reader)
-    by_java = avro_java.read(path, reader_schema, tmp_path)
-    by_fastavro = fastavro_read(path, reader_schema)
+    by_java = java.reads[written, reader].result()
+    by_fastavro = fastavro_read(written_files[written], schema_json(reader))
     assert len(by_java) == len(by_fastavro) == len(EventType) - 1
     for java_record, python_record in zip(by_java, by_fastavro, strict=True):
         assert differences(python_record, java_record) == [], java_record["event_type"]
@@ -194,48 +238,31 @@ def test_java_reads_every_version_with_every_reader_schema_as_fastavro_does(
 
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
 def test_eventlog_cat_reads_a_file_java_wrote_with_our_schema(
-    avro_java: AvroJava, tmp_path: Path, version: int
+    java: JavaCases,
+    written_files: dict[int, Path],
+    capsys: pytest.CaptureFixture[str],
+    version: int,
 ) -> None:
-    ours = fastavro_read(written_file(tmp_path, version), schema_json(version))
-    java_file = tmp_path / "java-events.avro"
-    avro_java.write(schema_json(version), ours, java_file, codec="deflate")
+    ours = fastavro_read(written_files[version], schema_json(version))
+    java_file = java.writes[version].result()
     assert java_file.read_bytes().startswith(b"Obj\x01")
-    cat = subprocess.run(
-        [*CLI, "eventlog", "cat", "--json", "--version", str(version), str(java_file)],
-        env=demo_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    printed = [json.loads(line) for line in cat.stdout.splitlines()]
+    assert main(["eventlog", "cat", "--json", "--version", str(version), str(java_file)]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     expected = [json.loads(json.dumps(_jsonable(record), ensure_ascii=False)) for record in ours]
     assert len(printed) == len(expected) == len(EventType) - 1
     for shown, record in zip(printed, expected, strict=True):
         assert differences(record, shown) == [], shown["event_type"]
-    human = subprocess.run(
-        [*CLI, "eventlog", "cat", str(java_file)],
-        env=demo_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert human.stdout.count("key=C-7") == len(expected)
+    assert main(["eventlog", "cat", str(java_file)]) == 0
+    assert capsys.readouterr().out.count("key=C-7") == len(expected)
 
 
-def single_object_records(tmp_path: Path, version: int) -> list[dict[str, Any]]:
-    return fastavro_read(written_file(tmp_path, version), schema_json(version))
-
-
-@pytest.mark.parametrize("written,reader", JAVA_PAIRS)
+@pytest.mark.parametrize("written,reader", ALL_PAIRS)
 def test_java_decodes_our_single_object_messages_to_every_version(
-    avro_java: AvroJava, tmp_path: Path, written: int, reader: int
+    java: JavaCases, written_files: dict[int, Path], written: int, reader: int
 ) -> None:
-    records = single_object_records(tmp_path, written)
+    records = fastavro_read(written_files[written], schema_json(written))
     messages = [single_object.encode(record, written) for record in records]
-    writers = [schema_json(version) for version in SCHEMA_VERSIONS]
-    by_java = avro_java.decode_messages(messages, schema_json(reader), writers, tmp_path)
+    by_java = java.decodes[written, reader].result()
     ours = [single_object.decode(message, reader) for message in messages]
     assert len(by_java) == len(ours) == len(EventType) - 1
     for java_record, python_record in zip(by_java, ours, strict=True):
@@ -244,10 +271,10 @@ def test_java_decodes_our_single_object_messages_to_every_version(
 
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
 def test_single_object_messages_java_encodes_are_the_bytes_we_encode(
-    avro_java: AvroJava, tmp_path: Path, version: int
+    java: JavaCases, written_files: dict[int, Path], version: int
 ) -> None:
-    records = single_object_records(tmp_path, version)
-    by_java = avro_java.encode_messages(schema_json(version), records, tmp_path)
+    records = fastavro_read(written_files[version], schema_json(version))
+    by_java = java.encodes[version].result()
     assert by_java == [single_object.encode(record, version) for record in records]
     for message, record in zip(by_java, records, strict=True):
         assert single_object.writer_version(message) == version

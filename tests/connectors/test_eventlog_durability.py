@@ -223,7 +223,7 @@ def _write_inputs(path: Path, events: list[AgentEvent]) -> None:
 
 @pytest.mark.e2e
 def test_flink_job_stopped_with_a_savepoint_then_killed_loses_no_flushed_event(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first, second = _events(40), _events(30, start=40)
     (tmp_path / "inputs").mkdir()
@@ -233,16 +233,11 @@ def test_flink_job_stopped_with_a_savepoint_then_killed_loses_no_flushed_event(
     job, job_id, address = _start_job(tmp_path)
     try:  # every event flushed by the background flusher, then `streamagents savepoint`
         _wait_for(job, lambda: len(_ids(log)) == len(first))
-        cli = str(Path(sys.executable).parent / "streamagents")
         target = str(tmp_path / "savepoints")
-        stop = subprocess.run(
-            [cli, "savepoint", job_id, "--jobmanager", address, "--target-dir", target],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert stop.returncode == 0, stop.stderr
+        stop = ["savepoint", job_id, "--jobmanager", address, "--target-dir", target]
+        stopped = main([*stop, "--timeout", "120"])  # in-process: the same REST calls
+        savepoint_path, stop_error = capsys.readouterr()
+        assert stopped == 0, stop_error
         assert job.wait(timeout=120) == 0
     finally:
         os.killpg(job.pid, signal.SIGKILL)
@@ -258,7 +253,7 @@ def test_flink_job_stopped_with_a_savepoint_then_killed_loses_no_flushed_event(
 
     _write_inputs(tmp_path / "inputs" / "second.jsonl", second)
     every_id = {e.event_id for e in first + second}
-    job, _, _ = _start_job(tmp_path, "--restore", stop.stdout.strip())
+    job, _, _ = _start_job(tmp_path, "--restore", savepoint_path.strip())
     try:
         _wait_for(job, lambda: set(_ids(log)) >= every_id)
     finally:

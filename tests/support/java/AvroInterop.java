@@ -1,6 +1,10 @@
-// Reads and writes Avro container files with Apache Avro for Java (the reference
-// implementation), so the tests can check the event log against it. Records cross to
-// and from Python in Avro's JSON encoding, one record per line.
+// Reads and writes Avro container files and single-object messages with Apache Avro for
+// Java (the reference implementation), so the tests can check the event log against it.
+// One run does a whole plan, so a test module starts one JVM: `AvroInterop PLAN.tsv`.
+// Each line of the plan is one case, tab-separated: the file its outcome goes to, then a
+// command with its arguments. The outcome file says `ok`, or `failed` and the stack trace;
+// a failed case does not stop the others. Records cross to and from Python in Avro's JSON
+// encoding, one record per line.
 //   read  FILE READER.avsc OUT.jsonl        each record of FILE resolved to READER's schema
 //   write SCHEMA.avsc IN.jsonl OUT.avro CODEC   a container file of IN's records
 //   decode-messages IN.hex READER.avsc OUT.jsonl WRITER.avsc...
@@ -16,10 +20,14 @@ import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.io.PrintWriter;
+import java.io.StringWriter;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
 import org.apache.avro.Schema;
@@ -41,17 +49,42 @@ public final class AvroInterop {
     private AvroInterop() {}
 
     public static void main(String[] args) throws IOException {
-        if (args.length == 4 && args[0].equals("read")) {
-            read(new File(args[1]), parse(args[2]), new File(args[3]));
-        } else if (args.length == 5 && args[0].equals("write")) {
-            write(parse(args[1]), new File(args[2]), new File(args[3]), args[4]);
-        } else if (args.length >= 5 && args[0].equals("decode-messages")) {
-            decodeMessages(new File(args[1]), parse(args[2]), new File(args[3]), args);
-        } else if (args.length == 4 && args[0].equals("encode-messages")) {
-            encodeMessages(parse(args[1]), new File(args[2]), new File(args[3]));
-        } else {
-            System.err.println("usage: read | write | decode-messages | encode-messages (see the header)");
+        if (args.length != 1) {
+            System.err.println("usage: AvroInterop PLAN.tsv (see the header)");
             System.exit(2);
+        }
+        for (String line : Files.readAllLines(Path.of(args[0]), StandardCharsets.UTF_8)) {
+            if (line.isBlank()) {
+                continue;
+            }
+            String[] fields = line.split("\t", -1);
+            String outcome;
+            try {
+                run(Arrays.copyOfRange(fields, 1, fields.length));
+                outcome = "ok\n";
+            } catch (Exception failure) {
+                // the case's own failure, reported in its outcome; the next case still runs
+                StringWriter trace = new StringWriter();
+                failure.printStackTrace(new PrintWriter(trace));
+                outcome = "failed\n" + trace;
+            }
+            Files.writeString(Path.of(fields[0]), outcome, StandardCharsets.UTF_8);
+        }
+    }
+
+    private static void run(String[] command) throws IOException {
+        if (command.length == 4 && command[0].equals("read")) {
+            read(new File(command[1]), parse(command[2]), new File(command[3]));
+        } else if (command.length == 5 && command[0].equals("write")) {
+            write(parse(command[1]), new File(command[2]), new File(command[3]), command[4]);
+        } else if (command.length >= 5 && command[0].equals("decode-messages")) {
+            decodeMessages(new File(command[1]), parse(command[2]), new File(command[3]), command);
+        } else if (command.length == 4 && command[0].equals("encode-messages")) {
+            encodeMessages(parse(command[1]), new File(command[2]), new File(command[3]));
+        } else {
+            throw new IllegalArgumentException(
+                    "not a command (read | write | decode-messages | encode-messages): "
+                            + String.join(" ", command));
         }
     }
 
@@ -99,12 +132,12 @@ public final class AvroInterop {
         }
     }
 
-    private static void decodeMessages(File in, Schema reader, File out, String[] args)
+    private static void decodeMessages(File in, Schema reader, File out, String[] command)
             throws IOException {
         BinaryMessageDecoder<GenericRecord> decoder =
                 new BinaryMessageDecoder<>(GenericData.get(), reader);
-        for (int i = 4; i < args.length; i++) {
-            decoder.addSchema(parse(args[i]));
+        for (int i = 4; i < command.length; i++) {
+            decoder.addSchema(parse(command[i]));
         }
         GenericDatumWriter<GenericRecord> datumWriter = new GenericDatumWriter<>(reader);
         try (OutputStream sink = new BufferedOutputStream(new FileOutputStream(out))) {
