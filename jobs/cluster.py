@@ -5,8 +5,10 @@ addresses, its own log and pid directories), starts one JobManager and N TaskMan
 with `pyflink/bin/jobmanager.sh` and `taskmanager.sh`, and waits until the REST API
 reports every TaskManager. `stop()` stops exactly the processes it started — it reads
 their ids from its own pid directory, so other clusters on the machine are not touched —
-and kills any that outlive the polite stop. Use it as a context manager and the cluster
-is gone when the block ends, whether or not the block failed.
+by sending them all SIGTERM at once (the scripts' `stop-all` sends the same, but to one
+daemon after the other and after a JVM of their own), and kills any that outlive the
+polite stop. Use it as a context manager and the cluster is gone when the block ends,
+whether or not the block failed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -250,16 +253,23 @@ class StandaloneCluster:
         return alive
 
     def stop(self, grace_s: float = 15.0) -> None:
-        """Stop this cluster's processes: politely first, then SIGKILL; never raises."""
-        for name in ("taskmanager.sh", "jobmanager.sh"):
-            with contextlib.suppress(subprocess.SubprocessError, OSError):
-                self._script(name, "stop-all")
-        deadline = time.monotonic() + grace_s
-        while self.pids() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        """Stop this cluster's processes: SIGTERM to all at once, SIGKILL to those still
+        alive after `grace_s`; once they are gone (reaped, not even zombies), forget their
+        pid files. Never raises."""
+        daemons = self.pids()
+        for pid in daemons:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        _wait_until(lambda: not self.pids(), grace_s)
         for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        # The daemons' parent is init (their script exited), which reaps them in its time.
+        _wait_until(lambda: not any(_exists(pid) for pid in daemons), grace_s)
+        if not self.pids():
+            for pid_file in self.pid_dir.glob("*.pid"):
+                with contextlib.suppress(OSError):
+                    pid_file.unlink()
 
     def __enter__(self) -> StandaloneCluster:
         return self.start()
@@ -268,13 +278,27 @@ class StandaloneCluster:
         self.stop()
 
 
-def _alive(pid: int) -> bool:
+def _wait_until(condition: Callable[[], bool], timeout_s: float) -> None:
+    """Poll `condition` every 0.1 s until it holds or `timeout_s` has passed."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _exists(pid: int) -> bool:
+    """Whether a process `pid` exists, a zombie included."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        return True  # another user's
+    return True
+
+
+def _alive(pid: int) -> bool:
+    if not _exists(pid):
+        return False
     # A zombie is dead for our purposes.
     try:
         state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]

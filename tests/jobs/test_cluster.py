@@ -1,9 +1,11 @@
-"""Cluster support without a cluster: the PATH Flink's processes and workers see, and the
-configuration a cluster is started with."""
+"""Cluster support without a cluster: the PATH Flink's processes and workers see, the
+configuration a cluster is started with, and how its processes are stopped."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from functools import reduce
 from pathlib import Path
@@ -40,3 +42,26 @@ def test_a_cluster_debloats_its_network_buffers_unless_told_otherwise(tmp_path: 
     aligned = StandaloneCluster(tmp_path / "off", conf={BUFFER_DEBLOAT: False})
     aligned.write_configuration()
     assert written_setting(aligned, BUFFER_DEBLOAT) is False
+
+
+def test_stop_terms_every_daemon_of_its_pid_files_kills_the_stubborn_and_forgets_them(
+    tmp_path: Path,
+) -> None:
+    cluster = StandaloneCluster(tmp_path)
+    cluster.pid_dir.mkdir(parents=True)
+    polite = subprocess.Popen(["sleep", "60"])
+    ignores_term = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c", ignores_term + "print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+    )
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == b"ready\n"
+    (cluster.pid_dir / "flink-taskexecutor.pid").write_text(f"{polite.pid}\n{stubborn.pid}\n")
+    try:
+        cluster.stop(grace_s=1)
+        assert polite.wait(timeout=5) == -signal.SIGTERM
+        assert stubborn.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        polite.kill()
+        stubborn.kill()
+    assert cluster.pids() == [] and list(cluster.pid_dir.iterdir()) == []

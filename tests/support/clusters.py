@@ -1,9 +1,10 @@
 """A standalone Flink cluster that restarts failed jobs, and the REST figures of a restart,
-for the tests that kill TaskManagers."""
+for the tests that kill TaskManagers; what makes such a cluster ready for the next test."""
 
 from __future__ import annotations
 
 import contextlib
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -11,7 +12,15 @@ from pathlib import Path
 
 from streamagents.jobs.cluster import StandaloneCluster, rest_call
 
-__all__ = ["cancel", "checkpoint_counts", "checkpoint_failures", "restarting_cluster", "restarts"]
+__all__ = [
+    "cancel",
+    "cancel_unfinished_jobs",
+    "checkpoint_counts",
+    "checkpoint_failures",
+    "restarting_cluster",
+    "restarts",
+    "wait_until_idle",
+]
 
 
 @contextlib.contextmanager
@@ -67,3 +76,33 @@ def cancel(address: str, job_id: str) -> None:
     """Cancel the job (REST `PATCH /jobs/<id>`)."""
     request = urllib.request.Request(f"http://{address}/jobs/{job_id}", method="PATCH")
     urllib.request.urlopen(request, timeout=10).close()
+
+
+_ENDED = ("FINISHED", "CANCELED", "FAILED")
+
+
+def cancel_unfinished_jobs(address: str) -> None:
+    """Cancel every job of the cluster that has not ended (one a failed test left running)."""
+    for job in rest_call(address, "/jobs", timeout_s=10)["jobs"]:
+        if job["status"] not in _ENDED:
+            cancel(address, job["id"])
+
+
+def wait_until_idle(cluster: StandaloneCluster, timeout_s: float = 180) -> None:
+    """Wait until no job runs and exactly the cluster's TaskManagers are registered, every
+    slot free: a TaskManager killed by an earlier test is gone from the JobManager's view
+    (a heartbeat timeout after the kill), so a new job's tasks are not sent to it."""
+    deadline = time.monotonic() + timeout_s
+    overview: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
+            overview = rest_call(cluster.rest_address, "/overview", timeout_s=10)
+            slots = cluster.taskmanagers * cluster.slots_per_taskmanager
+            if (
+                overview["jobs-running"] == 0
+                and overview["taskmanagers"] == cluster.taskmanagers
+                and overview["slots-total"] == overview["slots-available"] == slots
+            ):
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"the cluster is not idle after {timeout_s:.0f} s: {overview}")
