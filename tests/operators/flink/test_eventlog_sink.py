@@ -75,7 +75,7 @@ def test_flink_job_replaces_an_invalid_record_with_an_error_event(sink_job: dict
     assert len(errors) == 1
     assert errors[0]["payload"]["error_class"] == "InvalidEventRecord"
     assert errors[0]["payload"]["error_message"]["text"] == (
-        "event log record rejected: event_type: Field required; job_id: Field required; "
+        "event log record rejected: job_id: Field required; payload: Field required; "
         "not: Extra inputs are not permitted"
     )
 
