@@ -247,7 +247,7 @@ class EngineHarness:
         """An input line of `key` arrives."""
         self.sent.append((key, line))
         self.port.at(key)
-        self._collect(self.engine.process_input(line), key)
+        self._collect(self.engine.process_input(line))
 
     def send_input(self, key: str, input_id: str, text: str) -> None:
         """An input record of `key` arrives."""
@@ -265,7 +265,7 @@ class EngineHarness:
     def fire_due(self) -> None:
         """Fire every timer that is due, in timestamp order."""
         while (timer := self.port.next_due()) is not None:
-            self._collect(self.engine.on_timer(timer.timestamp_ms, timer.event_time), timer.key)
+            self._collect(self.engine.on_timer(timer.timestamp_ms, timer.event_time))
 
     def complete(self, key: str) -> None:
         """The key's call finishes (its outcome waits for the key's next timer)."""
@@ -319,7 +319,7 @@ class EngineHarness:
         for key, line in replay:
             self.send(key, line)
 
-    def _collect(self, emitted: Iterable[Any], key: str) -> None:
+    def _collect(self, emitted: Iterable[Any]) -> None:
         for element in emitted:
             if isinstance(element, tuple):
                 self.emitted.append(element)
