@@ -137,6 +137,7 @@ class _VersionShape:
         self.call_metadata = _has_metadata(call)
         self.interactions = any(f["name"] == "interaction_id" for f in payload["fields"])
         self.evidence = any(f["name"] == "evidence" for f in payload["fields"])
+        self.answered_by = any(f["name"] == "fallback" for f in payload["fields"])
 
 
 _SHAPES = {version: _VersionShape(schema) for version, schema in _SCHEMAS.items()}
@@ -168,6 +169,10 @@ def _long(value: int | None) -> tuple[str, int] | None:
 
 def _double(value: float | None) -> tuple[str, float] | None:
     return None if value is None else ("double", value)
+
+
+def _boolean(value: bool | None) -> tuple[str, bool] | None:
+    return None if value is None else ("boolean", value)
 
 
 def _optional_bounded(text: str | None, limit: int | None) -> tuple[str, dict[str, Any]] | None:
@@ -305,6 +310,8 @@ class _Encoder:
             payload["interaction_id"] = payload["continued_from"] = None
         if self.shape.evidence:
             payload["evidence"] = []
+        if self.shape.answered_by:
+            payload["answered_provider"] = payload["fallback"] = None
         # Only the fields the event has: all of an AgentEvent's, those given to a RunEvent;
         # the others are facts stored as attributes, by the one table of them.
         fields = self.fields
@@ -350,6 +357,9 @@ class _Encoder:
             fields["interaction_id"] = fields["continued_from"] = _string
         if self.shape.evidence:
             fields["evidence"] = lambda found: [self.evidence(e) for e in found]
+        if self.shape.answered_by:
+            fields["answered_provider"] = _string
+            fields["fallback"] = _boolean
         return fields
 
     def usage(self, usage: TokenUsage) -> dict[str, Any]:
@@ -520,6 +530,8 @@ def from_record(record: dict[str, Any]) -> AgentEvent:
                 "interaction_id": payload.get("interaction_id"),
                 "continued_from": payload.get("continued_from"),
                 "evidence": payload.get("evidence") or [],
+                "answered_provider": payload.get("answered_provider"),
+                "fallback": payload.get("fallback"),
             },
         }
     )

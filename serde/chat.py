@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from streamagents.serde.messages import ChatMessage
 
 __all__ = [
+    "AnsweredBy",
     "ChatResponse",
     "GroundingSource",
     "RetryAttempt",
@@ -92,6 +93,23 @@ class RetryAttempt(BaseModel):
     backoff_ms: float = Field(ge=0, description="The wait before the next attempt.")
 
 
+class AnsweredBy(BaseModel):
+    """Which model of the agent's chain answered a call, and whether it was a fallback."""
+
+    model_config = _MODEL_CONFIG
+
+    provider: str = Field(description="Its provider name, e.g. gemini or openai-responses.")
+    model: str = Field(description="Its model name as configured.")
+    fallback: bool = Field(
+        default=False, description="True when it is not the chain's first model (a fallback)."
+    )
+
+    @property
+    def name(self) -> str:
+        """`provider/model`, the name memory and metrics know the model by."""
+        return f"{self.provider}/{self.model}"
+
+
 class ChatResponse(BaseModel):
     """What one model call returned: the assistant message and facts about the call."""
 
@@ -129,4 +147,13 @@ class ChatResponse(BaseModel):
     retries: list[RetryAttempt] = Field(
         default_factory=list,
         description="The failed attempts retried before this reply (empty: the first worked).",
+    )
+    answered_by: AnsweredBy | None = Field(
+        default=None,
+        description="The model of a failover chain that answered (None: a single model).",
+    )
+    passed_over: list[str] = Field(
+        default_factory=list,
+        description="Models of the chain that failed or were skipped (breaker open) before "
+        "the one that answered, as `provider/model`, in order.",
     )

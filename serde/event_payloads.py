@@ -156,6 +156,18 @@ class ChatResponsePayload(_Payload):
     retries: list[RetryAttempt] = Field(
         default_factory=list, description="The failed attempts retried before the last one."
     )
+    answered_provider: str | None = Field(
+        default=None, description="Provider of the model that answered (v7 and later)."
+    )
+    fallback: bool | None = Field(
+        default=None,
+        description="Whether the model that answered is a fallback of a failover chain (v7).",
+    )
+    passed_over: list[str] | None = Field(
+        default=None,
+        description="Models of the chain that failed or were skipped before it "
+        "(`provider/model`, in order).",
+    )
 
 
 class ToolRequestPayload(_Payload):
@@ -337,6 +349,8 @@ class UnknownPayload(BaseModel):
     evidence: list[ServerToolEvidence] = Field(
         default_factory=list, description="What built-in server-side tools did."
     )
+    answered_provider: str | None = Field(default=None, description="Who answered (v7).")
+    fallback: bool | None = Field(default=None, description="Whether a fallback answered (v7).")
 
     @field_validator("messages")
     @classmethod

@@ -54,6 +54,8 @@ class StoredPayload(TypedDict):
     interaction_id: str | None
     continued_from: str | None
     evidence: list[ServerToolEvidence]
+    answered_provider: str | None
+    fallback: bool | None
 
 
 STORED_FIELDS = tuple(StoredPayload.__annotations__)

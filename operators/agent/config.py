@@ -21,17 +21,23 @@ __all__ = [
     "LONGEST_WAIT_S",
     "AgentConfig",
     "AgentSettings",
+    "BreakerConfig",
     "Budgets",
     "BuiltinTools",
     "ContextCacheConfig",
+    "FailoverCondition",
+    "FailoverConfig",
+    "FallbackModel",
     "FollowupConfig",
     "InputLimits",
     "MemoryConfig",
     "ModelSpec",
+    "ModelTarget",
     "OtlpEndpoint",
     "SampleRatio",
     "TelemetryConfig",
     "ToolRef",
+    "fallback_extras_problem",
     "followup_key_problem",
     "gemini_extras_problem",
     "redact_options",
@@ -45,6 +51,9 @@ _SECRET_OPTION = re.compile(
 )
 _SECRET_VALUES = frozenset({"default_headers", "headers", "default_query", "http_options"})
 _HIDDEN = "[hidden]"
+
+LONGEST_WAIT_S = 365 * 24 * 3600.0
+"""Longest wait or interval a config or job spec may give (Flink takes whole milliseconds)."""
 
 
 def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,8 +76,8 @@ def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
-class ModelSpec(BaseModel):
-    """Which chat model to call and how: provider, model name, client options, generation."""
+class ModelTarget(BaseModel):
+    """One chat model and how to call it: provider, model name, client options, generation."""
 
     model_config = _MODEL_CONFIG
 
@@ -89,11 +98,101 @@ class ModelSpec(BaseModel):
         "None: where the TaskManager may use two cores or more (a spec's default).",
     )
 
+    @property
+    def name(self) -> str:
+        """`provider/model`, how a failover chain names the model (replies, metrics)."""
+        return f"{self.provider}/{self.model}"
+
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # Options hold API keys and auth headers: repr/str hide their values (see
         # `redact_options`); `options` itself keeps them for the client.
         for name, value in super().__repr_args__():
             yield name, (redact_options(value) if name == "options" else value)
+
+
+class FallbackModel(ModelTarget):
+    """A model a call moves on to when the models before it in the chain fail."""
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        if value not in PROVIDER_NAMES:
+            raise ValueError(
+                f"fallback provider {value!r} is not one of {', '.join(PROVIDER_NAMES)}"
+            )
+        return value
+
+
+FailoverCondition = Literal["rate_limited", "server_error", "timeout", "connection"]
+"""A failure that moves a call on to the next model (see `FailoverConfig.on`)."""
+
+
+class BreakerConfig(BaseModel):
+    """Each model's circuit breaker: when it opens, how long it stays open, its probes."""
+
+    model_config = _MODEL_CONFIG
+
+    failure_threshold: int = Field(
+        default=5, ge=1, description="Failed calls in a row (failover conditions) that open it."
+    )
+    cooldown_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=LONGEST_WAIT_S,
+        allow_inf_nan=False,
+        description="Seconds an open breaker skips its model before letting a probe through.",
+    )
+    half_open_probes: int = Field(
+        default=1, ge=1, le=1000, description="Calls let through at once as probes when half open."
+    )
+
+
+class FailoverConfig(BaseModel):
+    """When a call moves on to the next model of the chain, and the breakers' settings."""
+
+    model_config = _MODEL_CONFIG
+
+    on: list[FailoverCondition] = Field(
+        default_factory=lambda: ["rate_limited", "server_error", "timeout", "connection"],
+        min_length=1,
+        description="Failures (after the model's own retries) that move a call on: "
+        "rate_limited, server_error, timeout, connection.",
+    )
+    breaker: BreakerConfig = Field(
+        default_factory=BreakerConfig, description="Each model's circuit breaker."
+    )
+
+
+class ModelSpec(ModelTarget):
+    """Which chat model to call and how, and the fallbacks a failing call moves on to."""
+
+    fallbacks: list[FallbackModel] = Field(
+        default_factory=list,
+        description="Models tried in order when this one fails with a failover condition "
+        "(any provider; each with its own options and generation).",
+    )
+    failover: FailoverConfig = Field(
+        default_factory=FailoverConfig,
+        description="When a call moves on to a fallback, and the circuit breakers.",
+    )
+
+    def chain(self) -> list[ModelTarget]:
+        """This model and its fallbacks, in the order a call tries them."""
+        return [self, *self.fallbacks]
+
+    @model_validator(mode="after")
+    def _chain_is_sound(self) -> ModelSpec:
+        if not self.fallbacks and self.failover != FailoverConfig():
+            raise ValueError("failover: its settings apply only with fallbacks; add fallbacks")
+        seen = {self.name: "the model itself"}
+        for index, fallback in enumerate(self.fallbacks):
+            if fallback.name in seen:
+                raise ValueError(
+                    f"fallbacks[{index}]: {fallback.name} is already in the chain "
+                    f"({seen[fallback.name]}); each model may appear once"
+                )
+            seen[fallback.name] = f"fallbacks[{index}]"
+        return self
 
 
 class MemoryConfig(BaseModel):
@@ -218,8 +317,15 @@ def gemini_extras_problem(
     return None
 
 
-LONGEST_WAIT_S = 365 * 24 * 3600.0
-"""Longest wait or interval a config or job spec may give (Flink takes whole milliseconds)."""
+def fallback_extras_problem(model: ModelSpec, builtin_tools: BuiltinTools) -> str | None:
+    """Why a fallback cannot serve the agent's built-in tools, or None. (A context cache
+    is each Gemini model's own; a fallback on another wire is sent the whole prompt.)"""
+    for index, fallback in enumerate(model.fallbacks):
+        problem = gemini_extras_problem(fallback.provider, builtin_tools, ContextCacheConfig())
+        if problem is not None:
+            return f"{problem} (fallbacks[{index}] of the model)"
+    return None
+
 
 ApprovalTimeout = Annotated[
     float,
@@ -463,7 +569,9 @@ class AgentConfig(AgentSettings):
 
     @model_validator(mode="after")
     def _extras_on_gemini_only(self) -> AgentConfig:
-        problem = gemini_extras_problem(self.model.provider, self.builtin_tools, self.context_cache)
+        problem = gemini_extras_problem(
+            self.model.provider, self.builtin_tools, self.context_cache
+        ) or fallback_extras_problem(self.model, self.builtin_tools)
         if problem is not None:
             raise ValueError(problem)
         return self

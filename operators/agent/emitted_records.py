@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from streamagents.operators.agent.records import ErrorInfo
-from streamagents.serde.chat import TokenUsage
+from streamagents.serde.chat import AnsweredBy, TokenUsage
 from streamagents.serde.messages import Part
 
 __all__ = ["ApprovalRequest", "DeadLetter", "OutputRecord", "dead_letter_record"]
@@ -46,6 +46,11 @@ class OutputRecord(_EmittedRecord):
     tool_calls: int = Field(description="Tool calls the run made.")
     latency_ms: int = Field(description="From the run's start to its end.")
     attributes: dict[str, Any] = Field(description="The input's pass-through fields.")
+    answered_by: AnsweredBy | None = Field(
+        default=None,
+        description="The model that gave the run's last reply (provider, model, whether a "
+        "fallback); None when no model answered.",
+    )
 
     @field_serializer("parts")
     def _parts_as_json(self, parts: list[Part]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from streamagents.operators.agent.run_endings import budget_error, fail, finish
 from streamagents.operators.agent.run_state import ModelAction, Outcome, Step, ToolAction
 from streamagents.operators.agent.tool_turn import end_tool_turn
 from streamagents.operators.agent.tools import ToolRegistry
+from streamagents.serde.chat import AnsweredBy
 from streamagents.serde.event_storage import typed_fields
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -49,12 +50,18 @@ def apply_model_outcome(
     data["cached_tokens"] += response.usage.cached_tokens
     data["messages"].append(message)
     data["interaction_id"] = response.interaction_id
+    spec = run.runtime.config.model
+    answered = response.answered_by or AnsweredBy(provider=spec.provider, model=spec.model)
+    data["answered_by"] = answered
     response_id = run.emit(
         "chat_response",
         upstream=pending.request_event_id,
         messages=[message],
         usage=response.usage,
-        model=response.model_version or run.runtime.config.model.model,
+        model=response.model_version or answered.model,
+        answered_provider=answered.provider,
+        fallback=answered.fallback,
+        passed_over=response.passed_over or None,
         latency_ms=outcome.latency_ms,
         finish_reason=response.finish_reason,
         interaction_id=response.interaction_id,

@@ -59,6 +59,7 @@ def _output_record(
         tool_calls=data["tool_calls"],
         latency_ms=max(0, run.now_ms - data["started_ms"]),
         attributes=data["attributes"],
+        answered_by=data["answered_by"],
     )
 
 

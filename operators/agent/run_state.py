@@ -17,7 +17,7 @@ from streamagents.operators.agent.approvals import PendingApproval
 from streamagents.operators.agent.emitted_records import ApprovalRequest, DeadLetter, OutputRecord
 from streamagents.operators.agent.followups import Followup
 from streamagents.operators.agent.records import ErrorInfo
-from streamagents.serde.chat import ChatResponse, RetryAttempt
+from streamagents.serde.chat import AnsweredBy, ChatResponse, RetryAttempt
 from streamagents.serde.events import RunEvent
 from streamagents.serde.messages import ChatMessage, MediaRef, ToolCall
 
@@ -110,6 +110,9 @@ class RunState(BaseModel):
         default=None,
         description="The stored interaction of the run's last model reply (Interactions API): "
         "the next model call continues it.",
+    )
+    answered_by: AnsweredBy | None = Field(
+        default=None, description="The model that gave the run's last model reply."
     )
     pending: PendingAction
     parked_ms: int = Field(

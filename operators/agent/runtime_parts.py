@@ -7,7 +7,9 @@ from typing import NamedTuple
 
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel, PrefixCache, create_model
-from streamagents.operators.agent.config import AgentConfig, ToolRef
+from streamagents.connectors.providers.circuit_breaker import BreakerSettings
+from streamagents.connectors.providers.failover import FailoverLink, FailoverModel
+from streamagents.operators.agent.config import AgentConfig, ModelTarget, ToolRef
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool
 from streamagents.serde.message_json import MessageJson
 
@@ -28,25 +30,7 @@ def runtime_parts(config: AgentConfig, model: ChatModel | None = None) -> Runtim
     store = MediaStore(config.media_store)
     message_json = MessageJson()
     if model is None:
-        spec = config.model
-        options = dict(spec.options)
-        if config.builtin_tools.enabled():
-            options["builtin_tools"] = config.builtin_tools.enabled()
-        cache = config.context_cache
-        prefix_cache = (
-            PrefixCache(ttl_s=cache.ttl_s, min_tokens=cache.min_tokens, owner=config.job_id)
-            if cache.enabled
-            else None
-        )
-        model = create_model(
-            spec.provider,
-            spec.model,
-            sdk_process=spec.sdk_process,
-            message_json=message_json,
-            prefix_cache=prefix_cache,
-            media_store=store,
-            **options,
-        )
+        model = _model(config, store, message_json)
     tools = ToolRegistry(
         [_declared_tool(entry) for entry in config.tools],
         timeout_s=config.tool_timeout_s,
@@ -54,6 +38,41 @@ def runtime_parts(config: AgentConfig, model: ChatModel | None = None) -> Runtim
         max_result_bytes=config.max_tool_result_bytes,
     )
     return RuntimeParts(model, tools, store, message_json)
+
+
+def _model(config: AgentConfig, store: MediaStore, message_json: MessageJson) -> ChatModel:
+    """The config's model; with fallbacks, the failover chain over it and them."""
+    cache = config.context_cache
+    prefix_cache = (
+        PrefixCache(ttl_s=cache.ttl_s, min_tokens=cache.min_tokens, owner=config.job_id)
+        if cache.enabled
+        else None
+    )
+
+    def build(target: ModelTarget) -> ChatModel:
+        options = dict(target.options)
+        gemini = target.provider == "gemini"
+        if gemini and config.builtin_tools.enabled():
+            options["builtin_tools"] = config.builtin_tools.enabled()
+        return create_model(
+            target.provider,
+            target.model,
+            sdk_process=target.sdk_process,
+            message_json=message_json,
+            prefix_cache=prefix_cache if gemini else None,
+            media_store=store,
+            **options,
+        )
+
+    spec = config.model
+    if not spec.fallbacks:
+        return build(spec)
+    failover = spec.failover
+    return FailoverModel(
+        [FailoverLink(t.provider, t.model, build(t), t.generation) for t in spec.chain()],
+        conditions=failover.on,
+        breaker=BreakerSettings(**failover.breaker.model_dump()),
+    )
 
 
 def _declared_tool(entry: str | ToolRef) -> Tool:

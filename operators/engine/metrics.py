@@ -14,10 +14,15 @@ Python. Values that go up and down (`in_flight`, `busy_keys`, the percentiles) a
 
 from __future__ import annotations
 
+import re
 from collections import deque
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 
-__all__ = ["Counter", "EngineMetrics", "Level", "MetricGroup", "UsageTotals"]
+from streamagents.connectors.providers.circuit_breaker import CircuitBreaker
+from streamagents.serde.chat import ChatResponse
+
+__all__ = ["Counter", "EngineMetrics", "Level", "MetricGroup", "UsageTotals", "model_metric"]
 
 _WINDOW = 1024
 _EVERY_CALL = 64  # the percentiles follow each of the first 64 model calls,
@@ -68,10 +73,17 @@ class Level:
             self._value = value
 
 
-class EngineMetrics:
-    """Counters and latency figures of one agent operator subtask."""
+def model_metric(model: str) -> str:
+    """The name of the counter of calls `model` (`provider/model`) answered: `model_calls_`
+    and the name with every character but letters, digits, `-` and `_` made `_`."""
+    return "model_calls_" + re.sub(r"[^A-Za-z0-9_-]", "_", model)
 
-    def __init__(self, group: MetricGroup) -> None:
+
+class EngineMetrics:
+    """Counters and latency figures of one agent operator subtask; `models` are the
+    `provider/model` names of its model chain (a counter of the calls each answered)."""
+
+    def __init__(self, group: MetricGroup, models: Iterable[str] = ()) -> None:
         self.runs_started = group.counter("runs_started")
         self.runs_finished = group.counter("runs_finished")
         self.runs_failed = group.counter("runs_failed")
@@ -88,6 +100,11 @@ class EngineMetrics:
         self.waiting_inputs = Level(group.counter("waiting_inputs"))
         self.spans_exported = Level(group.counter("spans_exported"))
         self.spans_dropped = Level(group.counter("spans_dropped"))
+        self.answered = {name: group.counter(model_metric(name)) for name in models}
+        self.failovers = group.counter("failovers")
+        self.breakers_opened = Level(group.counter("breakers_opened"))
+        self.breakers_closed = Level(group.counter("breakers_closed"))
+        self.breakers_open = Level(group.counter("breakers_open"))
         self._latency = group.distribution("model_latency_ms")
         self._recent: deque[int] = deque(maxlen=_WINDOW)
         self._observed = 0
@@ -107,6 +124,23 @@ class EngineMetrics:
         recent = sorted(self._recent)
         for share, level in self._percentiles:
             level.set(recent[min(len(recent) - 1, int(share * len(recent)))])
+
+    def model_answered(self, response: ChatResponse, default: str) -> None:
+        """Count a reply against the model that gave it (`default`: a single model's), and
+        as a failover when a fallback gave it."""
+        answered = response.answered_by
+        counter = self.answered.get(default if answered is None else answered.name)
+        if counter is not None:
+            counter.inc()
+        if answered is not None and answered.fallback:
+            self.failovers.inc()
+
+    def breakers(self, breakers: Mapping[str, CircuitBreaker]) -> None:
+        """Move the breaker levels to the chain's breakers: times opened and closed, open now."""
+        found = list(breakers.values())
+        self.breakers_opened.set(sum(b.changes["open"] for b in found))
+        self.breakers_closed.set(sum(b.changes["closed"] for b in found))
+        self.breakers_open.set(sum(b.state == "open" for b in found))
 
     def usage(self, before: UsageTotals, after: UsageTotals) -> None:
         """Count the calls and tokens a run consumed between two of its snapshots."""

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from streamagents.connectors.providers.failover import FailoverModel
 from streamagents.operators.agent import AgentRuntime, Outcome, RunState
 from streamagents.operators.engine.earliest_timeout import EarliestTimeout
 from streamagents.operators.engine.engine_loop import Timed
@@ -148,6 +149,11 @@ class RunDriver:
         self._schedule.observe(call.kind, (timed.finished - call.submitted) * 1000)
         if timed.value.kind == "model":
             self._metrics.model_latency(timed.value.latency_ms)
+            model = self._runtime.model
+            if timed.value.response is not None:
+                self._metrics.model_answered(timed.value.response, self._runtime.config.model.name)
+            if isinstance(model, FailoverModel):
+                self._metrics.breakers(model.breakers)
 
     def wait(self, call: Call, timeout_s: float) -> None:
         """Block the task thread until the call is done or `timeout_s` has passed."""

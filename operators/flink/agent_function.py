@@ -72,7 +72,10 @@ class AgentFunction(KeyedProcessFunction):
             if telemetry is None
             else self._off_task(LiveTelemetry, telemetry, self._config.job_id)
         )
-        metrics = EngineMetrics(runtime_context.get_metrics_group().add_group("streamagents"))
+        metrics = EngineMetrics(
+            runtime_context.get_metrics_group().add_group("streamagents"),
+            [model.name for model in self._config.model.chain()],
+        )
         emitter = Emitter(
             SIDE_OUTPUTS,
             metrics,

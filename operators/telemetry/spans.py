@@ -332,6 +332,13 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
         run.usage[1] += payload.usage.output_tokens
     if payload.attempts is not None:
         attributes["streamagents.attempts"] = payload.attempts
+    if payload.answered_provider:  # which model of a failover chain answered
+        attributes["gen_ai.provider.name"] = _gen_ai_provider(payload.answered_provider)
+        attributes["streamagents.model.provider"] = payload.answered_provider
+    if payload.fallback is not None:
+        attributes["streamagents.model.fallback"] = payload.fallback
+    if payload.passed_over:
+        attributes["streamagents.model.passed_over"] = tuple(payload.passed_over)
     step.events = [
         SpanEvent(
             "retry",

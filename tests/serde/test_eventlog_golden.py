@@ -387,6 +387,22 @@ def stored_cases() -> list[tuple[str, AgentEvent]]:
                 },
             ),
         ),
+        (
+            "chat_response_fallback",
+            _event(
+                "chat_response",
+                31,
+                messages=[ChatMessage(role="assistant", content="from the fallback")],
+                usage=TokenUsage(input_tokens=7, output_tokens=3),
+                model="gpt-fallback",
+                latency_ms=12.5,
+                finish_reason="stop",
+                attempts=1,
+                answered_provider="openai",
+                fallback=True,
+                attributes={"passed_over": "gemini/gemini-3-pro,gemini/gemini-3-flash"},
+            ),
+        ),
     ]
     return cases
 
@@ -473,6 +489,12 @@ def typed_facts() -> list[tuple[str, str, int, dict[str, Any]]]:
             "input_id": "followup-run-golden.0008"}),
         ("followup_cancelled", "followup_cancelled", 30,
          {"followup_id": approval, "due_ms": due, "cancelled_by": "in-2"}),
+        ("chat_response_fallback", "chat_response", 31, {
+            "messages": [ChatMessage(role="assistant", content="from the fallback")],
+            "usage": TokenUsage(input_tokens=7, output_tokens=3), "model": "gpt-fallback",
+            "latency_ms": 12.5, "finish_reason": "stop", "attempts": 1,
+            "answered_provider": "openai", "fallback": True,
+            "passed_over": ["gemini/gemini-3-pro", "gemini/gemini-3-flash"]}),
     ]  # fmt: skip
 
 

@@ -226,7 +226,9 @@ class EngineHarness:
         self.runtime = self.runtime_factory()
         self.runtime.clock_ms = lambda: float(self.port.now_ms())  # the harness clock
         self.metric_group = InMemoryMetricGroup()
-        self.metrics = EngineMetrics(self.metric_group)
+        self.metrics = EngineMetrics(
+            self.metric_group, [model.name for model in self.config.model.chain()]
+        )
         self.runner = ManualRunner(
             self.config.max_in_flight, lambda: self.port.current_key(), self.clock_s
         )

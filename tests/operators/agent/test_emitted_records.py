@@ -14,11 +14,12 @@ from streamagents.operators.agent.emitted_records import (
     dead_letter_record,
 )
 from streamagents.operators.agent.records import ErrorInfo
-from streamagents.serde.chat import TokenUsage
+from streamagents.serde.chat import AnsweredBy, TokenUsage
 from streamagents.serde.messages import ImagePart, MediaRef, TextPart
 
 REF = MediaRef(sha256="ab" * 32, mime_type="image/png", size_bytes=3, uri="file:///m/ab")
 PARTS = [TextPart(text="voilà, le reçu"), ImagePart(mime_type="image/png", ref=REF)]
+ANSWERED = AnsweredBy(provider="openai", model="gpt-fallback", fallback=True)
 ATTRIBUTES: dict[str, Any] = {"customer": {"id": 42, "name": "Zoë"}, "score": 0.5, "ok": True}
 
 
@@ -37,6 +38,7 @@ def output_dict(status: str, error: ErrorInfo | None, parts: list[Any]) -> dict[
         "tool_calls": 1,
         "latency_ms": 40,
         "attributes": ATTRIBUTES,
+        "answered_by": ANSWERED.model_dump() if status == "ok" else None,
     }
 
 
@@ -54,6 +56,7 @@ def output_record(status: str, error: ErrorInfo | None, parts: list[Any]) -> Out
         tool_calls=1,
         latency_ms=40,
         attributes=ATTRIBUTES,
+        answered_by=ANSWERED if status == "ok" else None,
     )
 
 

@@ -58,6 +58,7 @@ def test_text_answer_gives_an_ok_output_record_with_the_contract_fields(tmp_path
         "tool_calls": 0,
         "latency_ms": 10,
         "attributes": {"lang": "en"},
+        "answered_by": {"provider": "test", "model": "scripted", "fallback": False},
     }
     assert done.dead_letter is None
 
