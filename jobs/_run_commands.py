@@ -111,7 +111,8 @@ def _describe_model(loaded: LoadedSpec) -> str:
     entry = loaded.model
     if entry.provider == "demo":
         return f"demo {entry.model} (scripted test double, not an LLM)"
-    return f"{entry.provider} {entry.model}"
+    chain = "".join(f", then {f.provider} {f.model}" for f in entry.fallbacks)
+    return f"{entry.provider} {entry.model}{chain}"
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -53,6 +53,7 @@ from streamagents.operators.agent.config import (
     SampleRatio,
     TelemetryConfig,
     ToolRef,
+    fallback_extras_problem,
     followup_key_problem,
     gemini_extras_problem,
 )
@@ -259,6 +260,8 @@ class AgentSpec(AgentSettings, _ModelCandidates):
         cache = value if isinstance(value, ContextCacheConfig) else ContextCacheConfig()
         for index, entry in enumerate(candidates):
             problem = gemini_extras_problem(entry.provider, tools, cache)
+            if problem is None and info.field_name == "builtin_tools":
+                problem = fallback_extras_problem(entry, tools)
             if problem is not None:
                 where = "" if len(candidates) == 1 else f" (agent.model[{index}])"
                 raise ValueError(problem.split(": ", 1)[1] + where)
@@ -565,6 +568,7 @@ def check_runnable(loaded: LoadedSpec) -> None:
         )
     else:
         problems += _model_option_problems(loaded, provider)
+    problems += _fallback_problems(loaded)
     for index, target in enumerate(loaded.spec.agent.tools):
         try:
             found = load_tool(target.ref)
@@ -613,6 +617,35 @@ def _model_option_problems(loaded: LoadedSpec, provider: str) -> list[SpecProble
         line = loaded.source.source_map.line_of(path)
         return [SpecProblem(line, _dotted(path), str(exc))]
     return []
+
+
+def _fallback_problems(loaded: LoadedSpec) -> list[SpecProblem]:
+    """The chosen model's fallbacks whose provider is not installed, or whose adapter refuses
+    their client options, named before the job starts."""
+    problems = []
+    index = loaded.spec.agent.model.index(loaded.model)
+    for number, fallback in enumerate(loaded.model.fallbacks):
+        where = ("agent", "model", index, "fallbacks", number)
+        adapter = PROVIDERS.get(fallback.provider)
+        if adapter is None:
+            path = _yaml_path((*where, "provider"), loaded.source.data)
+            problems.append(
+                SpecProblem(
+                    loaded.source.source_map.line_of(path),
+                    _dotted(path),
+                    f"provider {fallback.provider!r} is not available in this installation "
+                    f"(available: {', '.join(sorted(PROVIDERS))})",
+                )
+            )
+            continue
+        try:
+            adapter.options_type.from_keywords(fallback.provider, fallback.options)
+        except (TypeError, ValueError) as exc:
+            path = _yaml_path((*where, "options"), loaded.source.data)
+            problems.append(
+                SpecProblem(loaded.source.source_map.line_of(path), _dotted(path), str(exc))
+            )
+    return problems
 
 
 def _parked_key_problems(loaded: LoadedSpec, approving: bool) -> list[SpecProblem]:

@@ -113,18 +113,13 @@ class ModelTarget(BaseModel):
 class FallbackModel(ModelTarget):
     """A model a call moves on to when the models before it in the chain fail."""
 
-    @field_validator("provider")
-    @classmethod
-    def _known_provider(cls, value: str) -> str:
-        if value not in PROVIDER_NAMES:
-            raise ValueError(
-                f"fallback provider {value!r} is not one of {', '.join(PROVIDER_NAMES)}"
-            )
-        return value
+    provider: Literal[PROVIDER_NAMES] = Field(  # type: ignore[valid-type]
+        description=f"Provider name: {', '.join(PROVIDER_NAMES)}."
+    )
 
 
 FailoverCondition = Literal["rate_limited", "server_error", "timeout", "connection"]
-"""A failure that moves a call on to the next model (see `FailoverConfig.on`)."""
+"""A failure that moves a call on to the next model (see `FailoverConfig.conditions`)."""
 
 
 class BreakerConfig(BaseModel):
@@ -152,7 +147,7 @@ class FailoverConfig(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    on: list[FailoverCondition] = Field(
+    conditions: list[FailoverCondition] = Field(
         default_factory=lambda: ["rate_limited", "server_error", "timeout", "connection"],
         min_length=1,
         description="Failures (after the model's own retries) that move a call on: "

@@ -70,7 +70,7 @@ def _model(config: AgentConfig, store: MediaStore, message_json: MessageJson) ->
     failover = spec.failover
     return FailoverModel(
         [FailoverLink(t.provider, t.model, build(t), t.generation) for t in spec.chain()],
-        conditions=failover.on,
+        conditions=failover.conditions,
         breaker=BreakerSettings(**failover.breaker.model_dump()),
     )
 
