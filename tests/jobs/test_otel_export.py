@@ -348,3 +348,39 @@ def test_any_event_mix_gives_well_formed_spans(events: list[AgentEvent], capture
             assert root.start_ns <= span.start_ns and span.end_ns <= root.end_ns
         assert all(span.start_ns <= e.time_ns <= span.end_ns for e in span.events)
     assert spans_from_events(list(reversed(events)), capture_content=capture) == spans
+
+
+def test_a_chat_span_names_the_model_of_a_failover_chain_that_answered() -> None:
+    def event(kind: str, sequence: int, **payload: Any) -> AgentEvent:
+        upstream = None if sequence == 1 else f"r.{sequence - 1}"
+        return new_event(
+            kind,
+            job_id="j",
+            key="k",
+            run_id="r",
+            sequence=sequence,
+            upstream_event_id=upstream,
+            timestamp_ms=1000 + sequence,
+            event_id=f"r.{sequence}",
+            **payload,
+        )
+
+    events = [
+        event("input", 1, input_id="in-1"),
+        event("chat_request", 2, model="gemini-3-pro", provider="gemini"),
+        event(
+            "chat_response",
+            3,
+            model="gpt-fb",
+            latency_ms=1.0,
+            answered_provider="openai",
+            fallback=True,
+            passed_over=["gemini/gemini-3-pro"],
+        ),
+    ]
+    (chat,) = [s for s in spans_from_events(events) if s.name.startswith("chat")]
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+    assert chat.attributes["gen_ai.response.model"] == "gpt-fb"
+    assert chat.attributes["streamagents.model.provider"] == "openai"
+    assert chat.attributes["streamagents.model.fallback"] is True
+    assert chat.attributes["streamagents.model.passed_over"] == ("gemini/gemini-3-pro",)

@@ -19,7 +19,7 @@ from streamagents.connectors.providers.failover import (
     FailoverModel,
     ModelsUnavailable,
 )
-from streamagents.connectors.providers.provider_data import MADE_BY
+from streamagents.connectors.providers.provider_data import MADE_BY, MESSAGE_KEYS, PART_KEYS
 from streamagents.serde.chat import AnsweredBy
 from streamagents.serde.messages import AudioPart, ChatMessage, ImagePart, TextPart
 from tests.support.outage import GEMINI_503, gemini_text, openai_chat_text, responses_text
@@ -287,3 +287,24 @@ def test_a_stored_interaction_is_continued_only_by_the_model_that_stored_it(
     sent = responses.requests[0].json
     assert "previous_interaction_id" not in sent
     assert [item["content"] for item in sent["input"]] == ["hello", "hi", "and now?"]
+
+
+def test_each_model_is_sent_its_own_generation_options(stubs: list[LoopbackStubServer]) -> None:
+    primary, fallback, _ = stubs
+    primary.script(gemini_503(), gemini_503())
+    fallback.script(openai_chat_text("short"))
+    first = link("gemini", "gemini-3-pro", primary)
+    second = link("openai", "gpt-fb", fallback)
+    second.generation = {"max_tokens": 50}
+    ask(chain(first, second), HELLO, temperature=0.1)
+    assert snake(primary.requests[0].json)["generation_config"] == {"temperature": 0.1}
+    sent = fallback.requests[0].json
+    assert sent["max_completion_tokens"] == 50 and "temperature" not in sent
+
+
+def test_the_provider_data_keys_are_the_wires_own() -> None:
+    from streamagents.connectors.providers.gemini import interactions_wire, wire
+    from streamagents.connectors.providers.openai import responses_wire
+
+    assert set(PART_KEYS) == {wire.THOUGHT_SIGNATURE, responses_wire.ITEM_ID}
+    assert set(MESSAGE_KEYS) == {interactions_wire.THOUGHTS, interactions_wire.INTERACTION_ID}
