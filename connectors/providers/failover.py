@@ -33,7 +33,12 @@ from streamagents.connectors.providers.errors import (
     ServerError,
     UnsupportedContent,
 )
-from streamagents.connectors.providers.provider_data import MADE_BY, for_model, made_by
+from streamagents.connectors.providers.provider_data import (
+    INTERACTION_ID,
+    MADE_BY,
+    for_model,
+    made_by,
+)
 from streamagents.serde.chat import AnsweredBy, ChatResponse, ToolSpec
 from streamagents.serde.messages import ChatMessage
 
@@ -187,7 +192,7 @@ def _maker_of(messages: Sequence[ChatMessage], interaction: Any, default: str) -
     if interaction is None:
         return None
     for message in reversed(messages):
-        if message.metadata.get("interaction_id") == interaction:
+        if message.metadata.get(INTERACTION_ID) == interaction:
             return made_by(message, default)
     return None
 

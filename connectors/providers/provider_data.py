@@ -18,6 +18,7 @@ from streamagents.serde.messages import ChatMessage, ToolCall
 
 __all__ = [
     "FOREIGN_CALL_SIGNATURE",
+    "INTERACTION_ID",
     "MADE_BY",
     "MESSAGE_KEYS",
     "PART_KEYS",
@@ -27,7 +28,9 @@ __all__ = [
 
 MADE_BY = "made_by"
 """Metadata key of an assistant message: the `provider/model` of a chain that made it."""
-MESSAGE_KEYS = ("thoughts", "interaction_id")
+INTERACTION_ID = "interaction_id"
+"""Message metadata key of the stored interaction an Interactions reply came from."""
+MESSAGE_KEYS = ("thoughts", INTERACTION_ID)
 """Message metadata only its maker can use (the Interactions wire's THOUGHTS, INTERACTION_ID)."""
 PART_KEYS = ("thought_signature", "item_id")
 """Part and tool-call metadata only its maker can use (Gemini's THOUGHT_SIGNATURE, the

@@ -27,6 +27,7 @@ from pyflink.datastream import StreamExecutionEnvironment
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.jobs.cluster import free_port
 from streamagents.operators.agent import AgentConfig, Budgets, MemoryConfig, ModelSpec
+from streamagents.operators.engine.metrics import model_metric
 from streamagents.operators.flink import agent_stream, configure_environment
 from streamagents.serde.messages import decode_base64
 
@@ -369,3 +370,6 @@ def test_metrics_count_runs_calls_and_tokens(job: Any) -> None:
     assert metrics["tokens_in"] > 0 and metrics["tokens_out"] > 0
     assert metrics["tokens_cached"] == 0  # registered; this job caches nothing
     assert metrics["model_latency_p50_ms"] > 0
+    # The calls each model answered, under a name Flink keeps as given (a single model here).
+    assert metrics[model_metric("gemini/gemini-3-flash-preview")] > 0
+    assert (metrics["failovers"], metrics["breakers_open"]) == (0, 0)
