@@ -119,6 +119,7 @@ class CircuitBreaker:
         return True
 
     def _enter(self, state: BreakerState) -> None:
+        """Change to `state`: permits given before become stale, failures start from 0."""
         self._state = state
         self._epoch += 1
         self._probing = 0

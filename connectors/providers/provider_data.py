@@ -62,6 +62,7 @@ def for_model(
 
 
 def _without(metadata: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """A copy of `metadata` without `keys`."""
     return {k: v for k, v in metadata.items() if k not in keys}
 
 
@@ -81,6 +82,8 @@ def _foreign(message: ChatMessage, sign_calls: bool) -> ChatMessage:
 
 
 def _foreign_call(call: ToolCall, sign: bool) -> ToolCall:
+    """A tool call another model made, without its maker's data (`sign`: with the
+    foreign-call signature)."""
     metadata = _without(call.metadata, PART_KEYS)
     if sign:
         metadata["thought_signature"] = FOREIGN_CALL_SIGNATURE
