@@ -48,6 +48,7 @@ from streamagents.operators.agent.config import (
     AgentSettings,
     BuiltinTools,
     ContextCacheConfig,
+    FallbackModel,
     ModelSpec,
     OtlpEndpoint,
     SampleRatio,
@@ -174,6 +175,24 @@ class SourceSpec(_SpecModel):
         return self
 
 
+class FallbackEntry(FallbackModel):
+    """A fallback of a spec's model entry, whose unset `sdk_process` leaves the choice to
+    where the job runs, as the entry's does."""
+
+    model_config = _SpecModel.model_config
+
+    sdk_process: bool | None = Field(
+        default=None,
+        description="Run the SDK's requests in a worker process of its own; unset: where the "
+        "TaskManager may use two cores or more.",
+    )
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            # Options may hold ${ENV} values: show which options are set, never their values.
+            yield name, (sorted(value) if name == "options" else value)
+
+
 class ModelEntry(ModelSpec):
     """One model the agent may use: a `ModelSpec` whose provider may also be `demo` (the
     test double on 127.0.0.1 that `responder` scripts), and whose unset `sdk_process` leaves
@@ -194,6 +213,10 @@ class ModelEntry(ModelSpec):
         default=None,
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
         description='demo only: "module:function" that scripts the test double\'s replies.',
+    )
+    fallbacks: list[FallbackEntry] = Field(  # type: ignore[assignment]
+        default_factory=list,
+        description="Models tried in order when this one fails with a failover condition.",
     )
 
     @property

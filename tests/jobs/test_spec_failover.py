@@ -64,6 +64,8 @@ def test_a_spec_with_fallbacks_runs_the_chain_in_order_with_each_models_settings
 ) -> None:
     loaded = load_spec(write(tmp_path, SPEC), ENV)
     check_runnable(loaded)
+    assert loaded.model.fallbacks[0].sdk_process is None  # as the entry's: where the job runs
+    assert "o-key" not in repr(loaded.model)  # option values never shown
     config = agent_config(loaded, model_spec(loaded.model))
     assert [m.name for m in config.model.chain()] == ["gemini/gemini-3-pro", "openai/gpt-fb"]
     model = runtime_parts(config).model
