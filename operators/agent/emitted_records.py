@@ -46,6 +46,14 @@ class OutputRecord(_EmittedRecord):
     tool_calls: int = Field(description="Tool calls the run made.")
     latency_ms: int = Field(description="From the run's start to its end.")
     attributes: dict[str, Any] = Field(description="The input's pass-through fields.")
+    cost_usd: float | None = Field(
+        default=None,
+        description="What the run's model calls cost in US dollars (None: a call's model has "
+        "no price).",
+    )
+    call_costs_usd: list[float | None] = Field(
+        default_factory=list, description="The cost of each answered model call, in order."
+    )
 
     @field_serializer("parts")
     def _parts_as_json(self, parts: list[Part]) -> list[dict[str, Any]]:

@@ -82,7 +82,15 @@ class AgentFunction(KeyedProcessFunction):
             self._config.job_id,
         )
         self._port = FlinkKeyedPort(runtime_context)
-        self._engine = AgentEngine(self._port, self._config, runtime, self._loop, metrics, emitter)
+        self._engine = AgentEngine(
+            self._port,
+            self._config,
+            runtime,
+            self._loop,
+            metrics,
+            emitter,
+            parallelism=runtime_context.get_number_of_parallel_subtasks(),
+        )
         self._watch = TaskWatch(self.close)
         freeze_long_lived()
 

@@ -332,6 +332,8 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
         run.usage[1] += payload.usage.output_tokens
     if payload.attempts is not None:
         attributes["streamagents.attempts"] = payload.attempts
+    if payload.cost_usd is not None:
+        attributes["streamagents.cost_usd"] = payload.cost_usd
     step.events = [
         SpanEvent(
             "retry",
@@ -492,6 +494,8 @@ def _run_event(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
             run.attributes["streamagents.budget"] = payload.budget
     elif isinstance(payload, OutputPayload):
         run.attributes["streamagents.status"] = payload.status or ""
+        if payload.cost_usd is not None:
+            run.attributes["streamagents.cost_usd"] = payload.cost_usd
         if capture and payload.messages:
             run.attributes["gen_ai.output.messages"] = _messages_attr(payload.messages)
 

@@ -387,6 +387,20 @@ def stored_cases() -> list[tuple[str, AgentEvent]]:
                 },
             ),
         ),
+        (
+            "budget_deferred",
+            _event(
+                "budget_deferred",
+                31,
+                attributes={
+                    "input_id": "in-1",
+                    "budget": "per_tenant.cost",
+                    "limit": "0.25",
+                    "window_s": "3600",
+                    "until_ms": "1790003600000",
+                },
+            ),
+        ),
     ]
     return cases
 
@@ -473,6 +487,9 @@ def typed_facts() -> list[tuple[str, str, int, dict[str, Any]]]:
             "input_id": "followup-run-golden.0008"}),
         ("followup_cancelled", "followup_cancelled", 30,
          {"followup_id": approval, "due_ms": due, "cancelled_by": "in-2"}),
+        ("budget_deferred", "budget_deferred", 31,
+         {"input_id": "in-1", "budget": "per_tenant.cost", "limit": 0.25, "window_s": 3600.0,
+          "until_ms": due}),
     ]  # fmt: skip
 
 

@@ -37,6 +37,8 @@ def output_dict(status: str, error: ErrorInfo | None, parts: list[Any]) -> dict[
         "tool_calls": 1,
         "latency_ms": 40,
         "attributes": ATTRIBUTES,
+        "cost_usd": 0.0021,
+        "call_costs_usd": [0.001, 0.0011],
     }
 
 
@@ -54,6 +56,8 @@ def output_record(status: str, error: ErrorInfo | None, parts: list[Any]) -> Out
         tool_calls=1,
         latency_ms=40,
         attributes=ATTRIBUTES,
+        cost_usd=0.0021,
+        call_costs_usd=[0.001, 0.0011],
     )
 
 
