@@ -13,12 +13,12 @@ Where the spend is kept:
 - per key: the key's window, in its keyed state (`spend_key`): exact, and restored with it;
 - per tenant: a tenant's keys spread over the operator's subtasks, and a subtask sees only
   its own keys' state. Each subtask allows a tenant `1/parallelism` of the budget and keeps
-  that tenant's window in a ledger in memory; each time it charges a key of the tenant, it
-  writes the tenant's whole window into that key's keyed state (`spend_tenant`). After a
-  restore the ledger is empty and is rebuilt by merging (`RollingSpend.merge_max`) the copy
-  of each key of the tenant it is about to charge or check: exact once the key charged last
-  before the checkpoint has been seen, a lower bound until then (see
-  docs/quotas-failover-and-spend.md for what this allows).
+  that tenant's window in a ledger in memory; each time it checks or charges a key of the
+  tenant, it writes the tenant's whole window into that key's keyed state (`spend_tenant`).
+  After a restore the ledger is empty and is rebuilt by merging
+  (`RollingSpend.merge_max`) the copy of each key of the tenant it is about to check or
+  charge: exact once the key written last before the checkpoint has been seen, a lower
+  bound until then (see docs/quotas-failover-and-spend.md for what this allows).
 
 Calls performed again after a restore are charged again when they answer: they were made
 twice and are paid twice. Calls made after the last checkpoint and before a failure are
@@ -139,6 +139,7 @@ class SpendBudgets:
                     f"{budget.field!r} naming its tenant",
                 )
             window = self._tenant_window(budget, tenant)
+            self._keep_copy(tenant, window, now_ms)
             tokens, cost = self.tenant_share(budget)
             who = f"tenant {tenant!r} (this subtask's 1/{self._parallelism} share)"
             return _over("per_tenant", budget, window, tokens, cost, now_ms, who)
@@ -158,6 +159,11 @@ class SpendBudgets:
         if self._per_tenant is not None and tenant is not None:
             window = self._tenant_window(self._per_tenant, tenant)
             window.charge(now_ms, spent.tokens, spent.cost_usd)
+            self._keep_copy(tenant, window, now_ms)
+
+    def _keep_copy(self, tenant: str, window: RollingSpend, now_ms: int) -> None:
+        """Write the tenant's window into the current key's state, for a restore to merge."""
+        if window.buckets:
             copy = {"tenant": tenant, "window": window.to_json(now_ms)}
             self._tenant_copy.update(json.dumps(copy))
 

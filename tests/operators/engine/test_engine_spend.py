@@ -272,3 +272,18 @@ def test_a_call_made_again_after_a_restore_is_charged_again(tmp_path: Path) -> N
     assert answered(h) == ["in-1", "in-2"]
     assert [d["id"] for d in h.dead_letters()] == ["in-3"]
     assert h.port.now_ms() - T0 < WINDOW_MS  # all within one window
+
+
+def test_a_key_only_ever_refused_still_knows_its_tenants_spend_after_a_restore(
+    tmp_path: Path,
+) -> None:
+    h = harness(tmp_path, EchoTestModel(), spec=PRICED, budgets=per_tenant(cost=5.0))
+    send(h, "a", "in-a", tenant="acme")
+    h.settle_all()
+    send(h, "c", "in-c1", tenant="acme")  # refused: c never spends, but keeps acme's window
+    h.settle_all()
+    h.restore(h.checkpoint())
+    send(h, "c", "in-c2", tenant="acme")  # the first acme key the new attempt sees
+    h.settle_all()
+    assert answered(h) == ["in-a"]
+    assert [d["id"] for d in h.dead_letters()] == ["in-c1", "in-c2"]
