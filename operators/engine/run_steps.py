@@ -303,7 +303,7 @@ class RunSteps:
         if state.parked:
             yield from self._wake_parked(state, now_ms)
             return
-        deferral = self._spend.deferral()
+        deferral = self._spend.deferral() if self._spend.enabled else None
         if deferral is not None:
             yield from self._wake_deferred(state, deferral, now_ms)
             return
