@@ -218,8 +218,7 @@ class RunSteps:
                 now_ms,
             )
             yield from self._emit.events(step.events, run_ended=False)
-            assert step.state is not None
-            self._run.update(step.state.model_dump_json())
+            self._run.update((step.state or state).model_dump_json())
             self._spend.defer(now_ms, refusal.room_at_ms)
             self._port.register_processing_timer(refusal.room_at_ms)
             self._metrics.runs_deferred.inc()
