@@ -369,3 +369,14 @@ def test_metrics_count_runs_calls_and_tokens(job: Any) -> None:
     assert metrics["tokens_in"] > 0 and metrics["tokens_out"] > 0
     assert metrics["tokens_cached"] == 0  # registered; this job caches nothing
     assert metrics["model_latency_p50_ms"] > 0
+
+
+def test_outputs_and_metrics_carry_the_cost_of_each_call(job: Any) -> None:
+    answered = [o for o in job["outputs"] if o["status"] == "ok"]
+    assert answered
+    for output in answered:  # gemini-3-flash-preview is in the price table
+        assert len(output["call_costs_usd"]) == output["model_calls"]
+        assert all(cost > 0 for cost in output["call_costs_usd"])
+        assert output["cost_usd"] == pytest.approx(sum(output["call_costs_usd"]))
+    metrics = job["metrics"]
+    assert metrics["cost_microusd"] > 0 and metrics["calls_unpriced"] == 0
