@@ -28,6 +28,7 @@ __all__ = [
     "ApprovalDecidedPayload",
     "ApprovalExpiredPayload",
     "ApprovalRequestedPayload",
+    "BudgetDeferredPayload",
     "BudgetExceededPayload",
     "ChatRequestPayload",
     "ChatResponsePayload",
@@ -198,6 +199,9 @@ class OutputPayload(_Payload):
     latency_ms: float | None = Field(default=None, ge=0, description="Wall time of the run.")
     input_id: str | None = Field(default=None, description="The input record's id.")
     status: str | None = Field(default=None, description="ok or error.")
+    cost_usd: float | None = Field(
+        default=None, ge=0, description="What the run's model calls cost in US dollars."
+    )
 
 
 class ErrorPayload(_Payload):
@@ -222,6 +226,19 @@ class BudgetExceededPayload(_Payload):
     budget: str | None = Field(default=None, description="The budget, e.g. max_tool_calls.")
     limit: float | None = Field(
         default=None, description="Its limit (stored as Python's `g` format: 1e+06)."
+    )
+
+
+class BudgetDeferredPayload(_Payload):
+    """The run's next model call waits for a spend budget's window to have room."""
+
+    kind: Literal["budget_deferred"] = "budget_deferred"
+    input_id: str | None = Field(default=None, description="The input record's id.")
+    budget: str | None = Field(default=None, description="The budget, e.g. per_tenant.cost.")
+    limit: float | None = Field(default=None, description="Its limit in this subtask.")
+    window_s: float | None = Field(default=None, description="Its rolling window, in seconds.")
+    until_ms: int | None = Field(
+        default=None, description="When the window has room again (ms since the epoch)."
     )
 
 
@@ -373,6 +390,7 @@ EventPayload = Annotated[
     | OutputPayload
     | ErrorPayload
     | BudgetExceededPayload
+    | BudgetDeferredPayload
     | MemoryTrimmedPayload
     | ServerToolPayload
     | ContextCachePayload

@@ -62,6 +62,7 @@ class EventType(str, Enum):
     FOLLOWUP_SCHEDULED = "followup_scheduled"
     FOLLOWUP_FIRED = "followup_fired"
     FOLLOWUP_CANCELLED = "followup_cancelled"
+    BUDGET_DEFERRED = "budget_deferred"
 
 
 class StoredEvent(TypedDict):

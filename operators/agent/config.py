@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from streamagents.connectors.providers import PROVIDER_NAMES
+from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
 
@@ -35,7 +36,9 @@ __all__ = [
     "ModelTarget",
     "OtlpEndpoint",
     "SampleRatio",
+    "SpendBudget",
     "TelemetryConfig",
+    "TenantSpendBudget",
     "ToolRef",
     "fallback_extras_problem",
     "followup_key_problem",
@@ -96,6 +99,11 @@ class ModelTarget(BaseModel):
         description="Run the SDK's requests in a worker process of their own (its own "
         "interpreter and GIL), not in the TaskManager's Python (see `SdkProcessModel`); "
         "None: where the TaskManager may use two cores or more (a spec's default).",
+    )
+    prices: ModelPrices | None = Field(
+        default=None,
+        description="US dollars per million tokens (input, cached input, output) of this "
+        "model; unset: the published price table's, if it lists the model.",
     )
 
     @property
@@ -204,8 +212,57 @@ class MemoryConfig(BaseModel):
     )
 
 
+LONGEST_WAIT_S = 365 * 24 * 3600.0
+"""Longest wait or interval a config or job spec may give (Flink takes whole milliseconds)."""
+
+
+class SpendBudget(BaseModel):
+    """Tokens and dollars a key may spend over a rolling window, and what a run meets when
+    the window is spent: a model call starts only while the window's spend is under every
+    limit set (the call that crosses a limit completes)."""
+
+    model_config = _MODEL_CONFIG
+
+    tokens: int | None = Field(
+        default=None, ge=1, description="Input plus output tokens per window; unset: no limit."
+    )
+    cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="US dollars per window (calls of models without a known price count "
+        "nothing here); unset: no limit.",
+    )
+    window_s: float = Field(
+        gt=0, le=LONGEST_WAIT_S, allow_inf_nan=False, description="The rolling window."
+    )
+    on_exceeded: Literal["dead_letter", "defer"] = Field(
+        default="dead_letter",
+        description="dead_letter: the run ends (error output and a BudgetExceeded dead letter "
+        "naming the budget, its window and the spend); defer: the run waits, holding no call "
+        "slot, until the window has room.",
+    )
+
+    @model_validator(mode="after")
+    def _a_limit(self) -> SpendBudget:
+        if self.tokens is None and self.cost is None:
+            raise ValueError("a spend budget needs tokens, cost or both")
+        return self
+
+
+class TenantSpendBudget(SpendBudget):
+    """A `SpendBudget` per tenant, the tenant named by a field of the input; each of the
+    operator's parallel subtasks allows a tenant `1/parallelism` of it (see
+    docs/quotas-failover-and-spend.md)."""
+
+    field: str = Field(
+        min_length=1, description="Dotted path of the input field naming the tenant."
+    )
+
+
 class Budgets(BaseModel):
-    """Limits of one run; hitting one ends the run with a BudgetExceeded error output."""
+    """Limits of one run, and spend limits over rolling windows; hitting a run limit ends
+    the run with a BudgetExceeded error output."""
 
     model_config = _MODEL_CONFIG
 
@@ -221,6 +278,12 @@ class Budgets(BaseModel):
         description="Calls to tools that do not exist that a run tolerates (each one is "
         "answered with an error result so the model can correct itself); one more ends the "
         "run with an UnknownTool error and a dead letter.",
+    )
+    per_key: SpendBudget | None = Field(
+        default=None, description="What each key may spend over a rolling window."
+    )
+    per_tenant: TenantSpendBudget | None = Field(
+        default=None, description="What each tenant may spend over a rolling window."
     )
 
 

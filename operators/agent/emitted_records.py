@@ -51,6 +51,14 @@ class OutputRecord(_EmittedRecord):
         description="The model that gave the run's last reply (provider, model, whether a "
         "fallback); None when no model answered.",
     )
+    cost_usd: float | None = Field(
+        default=None,
+        description="What the run's model calls cost in US dollars (None: a call's model has "
+        "no price).",
+    )
+    call_costs_usd: list[float | None] = Field(
+        default_factory=list, description="The cost of each answered model call, in order."
+    )
 
     @field_serializer("parts")
     def _parts_as_json(self, parts: list[Part]) -> list[dict[str, Any]]:

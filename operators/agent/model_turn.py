@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from streamagents.operators.agent._run_draft import RunDraft
 from streamagents.operators.agent.approvals import PendingApproval
+from streamagents.operators.agent.call_cost import call_cost_usd
 from streamagents.operators.agent.emitted_records import ApprovalRequest
 from streamagents.operators.agent.followups import TOOL_NAME as FOLLOWUP_TOOL
 from streamagents.operators.agent.followups import Followup, confirmation, schedule
@@ -48,6 +49,8 @@ def apply_model_outcome(
     data["input_tokens"] += response.usage.input_tokens
     data["output_tokens"] += response.usage.output_tokens
     data["cached_tokens"] += response.usage.cached_tokens
+    cost = call_cost_usd(run.runtime.config.model, response)
+    data["call_costs_usd"] = [*data["call_costs_usd"], cost]
     data["messages"].append(message)
     data["interaction_id"] = response.interaction_id
     spec = run.runtime.config.model
@@ -67,6 +70,7 @@ def apply_model_outcome(
         interaction_id=response.interaction_id,
         continued_from=response.continued_from,
         attempts=len(response.retries) + 1,
+        cost_usd=cost,
         continuation_fallback=response.continuation_fallback,
         cached_content=response.cached_content,
         sources=sum(len(e.sources) for e in response.evidence) or None,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from streamagents.operators.agent._run_draft import RunDraft
+from streamagents.operators.agent.call_cost import run_cost_usd
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.emitted_records import OutputRecord
 from streamagents.operators.agent.memory import trim_history
@@ -60,6 +61,8 @@ def _output_record(
         latency_ms=max(0, run.now_ms - data["started_ms"]),
         attributes=data["attributes"],
         answered_by=data["answered_by"],
+        cost_usd=run_cost_usd(data["call_costs_usd"]),
+        call_costs_usd=data["call_costs_usd"],
     )
 
 
@@ -67,7 +70,13 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
     """End the run with the model's answer: its output, and the key's history with the
     run's messages added, trimmed to the memory bounds."""
     output = _output_record(run, "ok", message, None)
-    run.emit("output", messages=[message], input_id=run.data["input_id"], status="ok")
+    run.emit(
+        "output",
+        messages=[message],
+        input_id=run.data["input_id"],
+        status="ok",
+        cost_usd=output.cost_usd,
+    )
     runtime = run.runtime
     memory = runtime.config.memory
     trimmed = trim_history(
@@ -105,7 +114,7 @@ def fail(run: RunDraft, error: ErrorInfo, dead_letter: bool = False) -> Step:
         **budget,
     )
     output = _output_record(run, "error", None, error)
-    run.emit("output", input_id=run.data["input_id"], status="error")
+    run.emit("output", input_id=run.data["input_id"], status="error", cost_usd=output.cost_usd)
     letter = run.runtime.dead_letter(run.state, error) if dead_letter else None
     return Step(
         state=None,

@@ -104,6 +104,11 @@ class RunState(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = Field(default=0, description="Of the input tokens, those from a cache.")
+    call_costs_usd: list[float | None] = Field(
+        default_factory=list,
+        description="The cost of each answered model call in US dollars (None: its model has "
+        "no price).",
+    )
     sequence: int = Field(default=0, description="Sequence number of the last event emitted.")
     last_event_id: str | None = None
     interaction_id: str | None = Field(
@@ -133,6 +138,11 @@ class RunState(BaseModel):
     def total_tokens(self) -> int:
         """Input plus output tokens so far."""
         return self.input_tokens + self.output_tokens
+
+    @property
+    def priced_cost_usd(self) -> float:
+        """The run's spend in US dollars so far, over the calls whose price is known."""
+        return sum(cost for cost in self.call_costs_usd if cost is not None)
 
     @property
     def timeout_base_ms(self) -> int:

@@ -343,6 +343,33 @@ class AgentRuntime:
         run = RunDraft(self, state, now_ms)
         return fail(run, timeout_error(self.config), dead_letter=False)
 
+    def refuse(self, state: RunState, error: ErrorInfo, now_ms: int) -> Step:
+        """End the run before its next model call, which a spend budget (or its input's
+        missing tenant) does not allow: an error output and a dead letter with its input."""
+        return fail(RunDraft(self, state, now_ms), error, dead_letter=True)
+
+    def defer(
+        self,
+        state: RunState,
+        budget: str,
+        limit: float,
+        window_s: float,
+        until_ms: int,
+        now_ms: int,
+    ) -> Step:
+        """Log that the run waits until `until_ms` for `budget`'s window to have room; its
+        pending model call is made then."""
+        run = RunDraft(self, state, now_ms)
+        run.emit(
+            "budget_deferred",
+            input_id=state.input_id,
+            budget=budget,
+            limit=limit,
+            window_s=window_s,
+            until_ms=until_ms,
+        )
+        return Step(state=run.snapshot(state.pending), events=run.events)
+
     # -- a run parked for approvals (approval_steps) -----------------------------------------
 
     def decide(

@@ -10,6 +10,8 @@ in which its parts act:
 - `FollowupTimers`: follow-ups waiting for their due time;
 - `KeyMemory`: the key's history and its expiry;
 - `InputEnd`: the far-future timers that carry busy keys through the end of input;
+- `SpendBudgets`: the key's and its tenant's spend windows, checked before each model
+  call, and the runs they defer;
 - `Emitter`: outputs, dead letters, approval requests and run events.
 
 The steps themselves: a run's life in `run_steps.py` (`RunSteps`), what decisions and

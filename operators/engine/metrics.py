@@ -3,7 +3,8 @@
 PyFlink offers counters, gauges, meters and distributions but no histogram, so model
 latency is reported twice: as a distribution (`model_latency_ms`: count, min, max, mean
 over the job's life) and as percentiles (`model_latency_p50_ms`, `_p95_ms`, `_p99_ms`)
-over the last 1024 model calls.
+over the last 1024 model calls. Flink counters count whole numbers, so the priced spend
+is `cost_microusd`, in millionths of a US dollar.
 
 No metric is a PyFlink gauge: in thread mode a gauge is a Python callable that Flink's
 metrics thread calls through pemja whenever the metrics are queried (the web UI, the REST
@@ -57,6 +58,8 @@ class UsageTotals(NamedTuple):
     tokens_in: int = 0
     tokens_out: int = 0
     tokens_cached: int = 0
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
 
 
 class Level:
@@ -92,6 +95,10 @@ class EngineMetrics:
         self.tokens_in = group.counter("tokens_in")
         self.tokens_out = group.counter("tokens_out")
         self.tokens_cached = group.counter("tokens_cached")
+        self.cost_microusd = group.counter("cost_microusd")
+        self.calls_unpriced = group.counter("calls_unpriced")
+        self.runs_deferred = group.counter("runs_deferred")
+        self._microusd_left = 0.0  # the fraction of a millionth not counted yet
         self.dead_letters = group.counter("dead_letters")
         self.calls_reissued = group.counter("calls_reissued")
         self.histories_expired = group.counter("histories_expired")
@@ -143,10 +150,17 @@ class EngineMetrics:
         self.breakers_open.set(sum(b.state == "open" for b in found))
 
     def usage(self, before: UsageTotals, after: UsageTotals) -> None:
-        """Count the calls and tokens a run consumed between two of its snapshots."""
+        """Count the calls, tokens and priced dollars (in millionths) a run consumed between
+        two of its snapshots."""
         model_calls, tool_calls, tokens_in, tokens_out, tokens_cached = (
-            max(0, a - b) for a, b in zip(after, before, strict=True)
+            max(0, a - b) for a, b in zip(after[:5], before[:5], strict=True)
         )
+        if after.cost_usd > before.cost_usd:
+            microusd = (after.cost_usd - before.cost_usd) * 1_000_000 + self._microusd_left
+            self.cost_microusd.inc(int(microusd))
+            self._microusd_left = microusd - int(microusd)
+        if after.unpriced_calls > before.unpriced_calls:
+            self.calls_unpriced.inc(after.unpriced_calls - before.unpriced_calls)
         if model_calls:
             self.model_calls.inc(model_calls)
         if tool_calls:

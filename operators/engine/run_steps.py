@@ -16,6 +16,7 @@ from streamagents.operators.agent import AgentRuntime, RunState, Step
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.emitted_records import DeadLetter, OutputRecord
 from streamagents.operators.agent.records import ErrorInfo, parse_input
+from streamagents.operators.agent.run_state import ModelAction
 from streamagents.operators.engine.emitter import Emitter
 from streamagents.operators.engine.followup_timers import FollowupTimers
 from streamagents.operators.engine.input_end import InputEnd
@@ -24,33 +25,52 @@ from streamagents.operators.engine.key_memory import KeyMemory
 from streamagents.operators.engine.keyed_port import KeyedPort, StateKind
 from streamagents.operators.engine.metrics import EngineMetrics, UsageTotals
 from streamagents.operators.engine.parked_runs import ParkedRuns
+from streamagents.operators.engine.rolling_spend import Spent
 from streamagents.operators.engine.run_driver import Call, CallRunner, RunDriver
+from streamagents.operators.engine.spend_budgets import (
+    Deferral,
+    Refusal,
+    SpendBudgets,
+    tenant_of,
+)
 from streamagents.serde.messages import ChatMessage
 
 __all__ = ["RunSteps", "usage_of"]
 
 
 def usage_of(state: RunState) -> UsageTotals:
-    """The calls and tokens a run has used so far, as its state counts them."""
+    """The calls, tokens and priced spend a run has used so far, as its state counts them."""
     return UsageTotals(
         state.model_calls,
         state.tool_calls,
         state.input_tokens,
         state.output_tokens,
         state.cached_tokens,
+        state.priced_cost_usd,
+        state.call_costs_usd.count(None),
     )
 
 
 def _output_usage(output: OutputRecord) -> UsageTotals:
-    """The calls and tokens a finished run used, as its output record counts them."""
+    """The calls, tokens and priced spend a finished run used, as its output record counts
+    them."""
     usage = output.usage
+    costs = output.call_costs_usd
     return UsageTotals(
         output.model_calls,
         output.tool_calls,
         usage.input_tokens,
         usage.output_tokens,
         usage.cached_tokens,
+        sum(cost for cost in costs if cost is not None),
+        costs.count(None),
     )
+
+
+def _spent(before: UsageTotals, after: UsageTotals) -> Spent:
+    """The tokens and priced dollars spent between two usage snapshots of a run."""
+    tokens = after.tokens_in + after.tokens_out - before.tokens_in - before.tokens_out
+    return Spent(max(0, tokens), max(0.0, after.cost_usd - before.cost_usd))
 
 
 class RunSteps:
@@ -65,6 +85,7 @@ class RunSteps:
         metrics: EngineMetrics,
         emitter: Emitter,
         clock_s: Callable[[], float] = time.monotonic,
+        parallelism: int = 1,
     ) -> None:
         self._port = port
         self._config = config
@@ -80,6 +101,7 @@ class RunSteps:
         self._driver = RunDriver(
             port, runner, runtime, config.budgets.run_timeout_s, self._input_end, metrics, clock_s
         )
+        self._spend = SpendBudgets(port, config, parallelism)
         self._closed = False
 
     def _busy(self, key: str) -> bool:
@@ -126,6 +148,8 @@ class RunSteps:
         self, step: Step, before: UsageTotals, history: list[ChatMessage], now_ms: int
     ) -> Iterator[Any]:
         """Emit a step's records and keep or end its run; returns whether the run goes on."""
+        if self._spend.enabled:
+            self._charge(step, before, now_ms)
         yield from self._emit.events(step.events, run_ended=step.state is None)
         if step.dead_letter is not None:
             yield self._emit.dead_letter(step.dead_letter)
@@ -148,15 +172,60 @@ class RunSteps:
             return True
         if state is not None:
             self._metrics.usage(before, usage_of(state))
-            self._run.update(state.model_dump_json())
-            self._driver.issue(state, history, now_ms)
-            return True
+            return (yield from self._perform(state, history, now_ms))
         yield from self._ended(step, before)
         if step.history is not None:
             self._memory.store(now_ms, step.history)
         self._run.clear()
         self._memory.arm_cleanup(now_ms if step.history is not None else None)
         return False
+
+    def _charge(self, step: Step, before: UsageTotals, now_ms: int) -> None:
+        """Charge what the run spent in this step to its key's and tenant's windows."""
+        if step.state is not None:
+            after, key, attributes = usage_of(step.state), step.state.key, step.state.attributes
+        elif step.output is not None:
+            after, key, attributes = (
+                _output_usage(step.output),
+                step.output.key,
+                step.output.attributes,
+            )
+        else:
+            return
+        tenant = tenant_of(self._config, key, attributes)
+        self._spend.charge(tenant, _spent(before, after), now_ms)
+
+    def _perform(self, state: RunState, history: list[ChatMessage], now_ms: int) -> Iterator[Any]:
+        """Keep the run and hand its pending action to the runner, unless a spend budget
+        stops its model call: then the run ends or waits (see `spend_budgets.py`). Returns
+        whether the run goes on."""
+        refusal = None
+        if self._spend.enabled and isinstance(state.pending, ModelAction):
+            refusal = self._spend.refusal(state, now_ms)
+        if refusal is None:
+            self._run.update(state.model_dump_json())
+            self._driver.issue(state, history, now_ms)
+            return True
+        if isinstance(refusal, Refusal) and (
+            refusal.on_exceeded == "defer" and not self._input_end.draining
+        ):
+            step = self._runtime.defer(
+                state,
+                refusal.budget,
+                refusal.limit,
+                refusal.window_s,
+                refusal.room_at_ms,
+                now_ms,
+            )
+            yield from self._emit.events(step.events, run_ended=False)
+            self._run.update((step.state or state).model_dump_json())
+            self._spend.defer(now_ms, refusal.room_at_ms)
+            self._port.register_processing_timer(refusal.room_at_ms)
+            self._metrics.runs_deferred.inc()
+            return True
+        error = refusal.error if isinstance(refusal, Refusal) else refusal
+        ended = self._runtime.refuse(state, error, now_ms)
+        return (yield from self._apply_step(ended, usage_of(state), history, now_ms))
 
     def _ended(self, step: Step, before: UsageTotals | None = None) -> Iterator[Any]:
         """A finished run's output, its count as finished or failed, its follow-ups kept;
@@ -233,6 +302,10 @@ class RunSteps:
         if state.parked:
             yield from self._wake_parked(state, now_ms)
             return
+        deferral = self._spend.deferral() if self._spend.enabled else None
+        if deferral is not None:
+            yield from self._wake_deferred(state, deferral, now_ms)
+            return
         history = self._memory.load(now_ms)
         self._emit.resume_trace(state)
         self._queue.count_restored()
@@ -241,7 +314,21 @@ class RunSteps:
             yield from self._continue(step, usage_of(state), history, now_ms)
             return
         self._metrics.calls_reissued.inc()
-        self._driver.issue(state, history, now_ms)
+        if not (yield from self._perform(state, history, now_ms)):
+            yield from self._after_run()
+
+    def _wake_deferred(self, state: RunState, deferral: Deferral, now_ms: int) -> Iterator[Any]:
+        """A timer for a key whose run waits for a spend window: at its time (or when the
+        input has ended) the run's model call is checked again; the time it waited does not
+        count against `run_timeout_s`, as time parked for an approval does not."""
+        if now_ms < deferral.until_ms and not self._input_end.draining:
+            return  # another of the key's timers
+        self._spend.end_deferral()
+        waited = max(0, now_ms - deferral.since_ms)
+        state = state.model_copy(update={"parked_ms": state.parked_ms + waited})
+        history = self._memory.load(now_ms)
+        if not (yield from self._perform(state, history, now_ms)):
+            yield from self._after_run()
 
     def _resume_ready(self) -> Iterator[Any]:
         """Go on with the key's first ready set-aside run; returns whether one went on."""

@@ -339,6 +339,8 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
         attributes["streamagents.model.fallback"] = payload.fallback
     if payload.passed_over:
         attributes["streamagents.model.passed_over"] = tuple(payload.passed_over)
+    if payload.cost_usd is not None:
+        attributes["streamagents.cost_usd"] = payload.cost_usd
     step.events = [
         SpanEvent(
             "retry",
@@ -499,6 +501,8 @@ def _run_event(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
             run.attributes["streamagents.budget"] = payload.budget
     elif isinstance(payload, OutputPayload):
         run.attributes["streamagents.status"] = payload.status or ""
+        if payload.cost_usd is not None:
+            run.attributes["streamagents.cost_usd"] = payload.cost_usd
         if capture and payload.messages:
             run.attributes["gen_ai.output.messages"] = _messages_attr(payload.messages)
 

@@ -373,3 +373,14 @@ def test_metrics_count_runs_calls_and_tokens(job: Any) -> None:
     # The calls each model answered, under a name Flink keeps as given (a single model here).
     assert metrics[model_metric("gemini/gemini-3-flash-preview")] > 0
     assert (metrics["failovers"], metrics["breakers_open"]) == (0, 0)
+
+
+def test_outputs_and_metrics_carry_the_cost_of_each_call(job: Any) -> None:
+    answered = [o for o in job["outputs"] if o["status"] == "ok"]
+    assert answered
+    for output in answered:  # gemini-3-flash-preview is in the price table
+        assert len(output["call_costs_usd"]) == output["model_calls"]
+        assert all(cost > 0 for cost in output["call_costs_usd"])
+        assert output["cost_usd"] == pytest.approx(sum(output["call_costs_usd"]))
+    metrics = job["metrics"]
+    assert metrics["cost_microusd"] > 0 and metrics["calls_unpriced"] == 0

@@ -103,6 +103,7 @@ def test_spans_follow_the_genai_conventions_with_parent_links(sample: SampleLog)
         "gen_ai.usage.input_tokens": 120,
         "gen_ai.usage.output_tokens": 15,
         "gen_ai.response.id": "run-alice.0002-interaction",
+        "streamagents.cost_usd": 0.0012,
     }
     assert attributes(chats[1])["gen_ai.usage.cache_read.input_tokens"] == 256
     assert chats[0].kind == Span.SPAN_KIND_CLIENT

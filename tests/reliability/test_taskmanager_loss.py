@@ -9,9 +9,17 @@ model asks for `lookup_order`, then answers) against a Gemini stub in this proce
 replies take 50-100 ms; some inputs carry an inline image above the offload threshold.
 When the model has answered about 20% and again about 60% of the inputs, one TaskManager
 process is killed with SIGKILL and a replacement is started. Every input must end with
-exactly one committed output, no dead letters, every media ref resolvable in the store,
-no temporary files left there, at least two restarts on record and few calls made twice;
-then the job is cancelled. The figures go to a JSON file.
+exactly one committed output, every media ref resolvable in the store, no temporary files
+left there, at least two restarts on record and few calls made twice; then the job is
+cancelled. The figures go to a JSON file.
+
+Each input names its tenant, and the spec gives every tenant a token budget over a window
+longer than the test (`agent.budgets.per_tenant`, `on_exceeded: dead_letter`). The calls
+of one tenant, `capped`, report 100,000 prompt tokens each, so it spends its budget within
+its first few inputs; the other tenants' calls report a few tokens. Across both kills the
+capped tenant's inputs end as `BudgetExceeded` error outputs and dead letters (all of them
+once the kills are past: the restored attempts rebuild its spend from the copies its keys
+keep), while every other tenant's input is answered.
 """
 
 from __future__ import annotations
@@ -50,6 +58,15 @@ OFFLOAD_THRESHOLD = 4_096
 # A TaskManager is killed when the model has answered these fractions of the inputs.
 KILL_AT = (0.2, 0.6)
 JOB_TIMEOUT_S = 600
+CAPPED_KEYS = 25  # keys c000-c024 belong to the tenant `capped`, the rest to four others
+CAPPED_PROMPT_TOKENS = 100_000
+TENANT_TOKENS = 1_000_000  # per window; each of the 2 subtasks allows a tenant half of it
+
+
+def tenant_of(n: int) -> str:
+    """The tenant input `n` names: `capped` for the first keys, else one of four."""
+    key = n % KEYS
+    return "capped" if key < CAPPED_KEYS else f"tenant-{key % 4}"
 
 
 class ToolLoopModel:
@@ -84,10 +101,14 @@ class ToolLoopModel:
             delay = self._random.uniform(0.05, 0.1)
         time.sleep(delay)
         if step == 0:
-            return StubReply(calls_reply(("lookup_order", {"order_id": "O-5521"})))
-        with self._lock:
-            self.answered.add(input_id)
-        return StubReply(text_reply(f"answered {input_id}"))
+            reply = calls_reply(("lookup_order", {"order_id": "O-5521"}))
+        else:
+            reply = text_reply(f"answered {input_id}")
+            with self._lock:
+                self.answered.add(input_id)
+        if tenant_of(int(input_id[3:])) == "capped":
+            reply["usageMetadata"]["promptTokenCount"] = CAPPED_PROMPT_TOKENS
+        return StubReply(reply)
 
 
 def input_lines() -> list[str]:
@@ -96,6 +117,7 @@ def input_lines() -> list[str]:
         record: dict[str, Any] = {
             "id": f"in-{n:05d}",
             "customer": {"id": f"c{n % KEYS:03d}"},
+            "tenant": tenant_of(n),
             "text": f"input in-{n:05d} where is my order?",
         }
         if n % IMAGE_EVERY == 0:
@@ -127,7 +149,12 @@ def write_spec(folder: Path, stub_url: str) -> Path:
             "system_prompt": "Answer the customer about their order.",
             "tools": ["streamagents.jobs.examples.support_tools:lookup_order"],
             "memory": {"max_messages": 6},
-            "budgets": {"max_model_calls": 4, "max_tool_calls": 4, "run_timeout_s": 300},
+            "budgets": {
+                "max_model_calls": 4,
+                "max_tool_calls": 4,
+                "run_timeout_s": 300,
+                "per_tenant": {"field": "tenant", "tokens": TENANT_TOKENS, "window_s": 3600},
+            },
             "max_in_flight": 64,
             "offload_threshold_bytes": OFFLOAD_THRESHOLD,
         },
@@ -188,7 +215,7 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
         first_commit_s: float | None = None
         restart_count = 0  # sampled while the job runs: a finished job's metrics can be gone
         committed = 0
-        while committed < INPUTS:
+        while committed < INPUTS:  # answers and budget refusals alike
             state = job_state(address, job_id)
             assert state not in ("FAILED", "CANCELED", "FINISHED"), f"job ended {state}"
             assert time.monotonic() < deadline, f"{committed} answers in {JOB_TIMEOUT_S}s"
@@ -230,7 +257,13 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
     for ref in {r.sha256: r for r in output_refs + event_refs}.values():
         store.get(ref)  # raises unless the object is there and its digest matches
     temporary = [p for p in (job / "out" / "media").rglob("*") if p.name.startswith(".tmp")]
+    capped = {f"in-{n:05d}" for n in range(INPUTS) if tenant_of(n) == "capped"}
+    by_id = {record["id"]: record for record in outputs}
+    refused = {i for i in capped if i in by_id and by_id[i]["status"] == "error"}
+    late = {i for i in capped if int(i[3:]) >= 0.8 * INPUTS}
+    others = expected - capped
     calls = sum(model.calls.values())
+    other_calls = sum(model.calls[i] for i in others)
     figures = {
         "inputs": INPUTS,
         "keys": KEYS,
@@ -249,9 +282,14 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
         "lost": len(lost),
         "duplicated": len(duplicated),
         "dead_letters": len(dead_letters),
+        "capped_tenant_inputs": len(capped),
+        "capped_tenant_answered": len(capped - refused),
+        "capped_tenant_refused": len(refused),
+        "capped_tenant_model_calls": calls - other_calls,
         "model_calls": calls,
-        "model_calls_without_failures": 2 * INPUTS,
-        "model_calls_reissued": calls - 2 * INPUTS,
+        "other_tenants_model_calls": other_calls,
+        "other_tenants_model_calls_without_failures": 2 * len(others),
+        "other_tenants_model_calls_reissued": other_calls - 2 * len(others),
         "inputs_with_reissued_calls": sum(1 for c in model.calls.values() if c > 2),
         "media_refs_checked": len({r.sha256 for r in output_refs + event_refs}),
         "media_refs_in_outputs": len(output_refs),
@@ -267,11 +305,18 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
     assert len(kills) == 2, f"the job finished before both kills: {kills}"
     assert all(kill["inputs_answered_by_model"] < INPUTS for kill in kills), kills
     assert lost == [] and duplicated == [], f"lost {lost[:10]}, duplicated {duplicated[:10]}"
-    assert all(record["status"] == "ok" for record in outputs)
-    assert dead_letters == []
+    # Every other tenant goes on; the capped tenant gets its documented outcome, also after
+    # both kills: an error output naming its budget and a BudgetExceeded dead letter.
+    assert all(by_id[i]["status"] == "ok" for i in others)
+    assert all(by_id[i]["error"]["budget"] == "per_tenant.tokens" for i in refused)
+    assert sorted(letter["id"] for letter in dead_letters) == sorted(refused)
+    assert all(letter["error_type"] == "BudgetExceeded" for letter in dead_letters)
+    assert late <= refused, sorted(late - refused)[:10]
+    # A call starts only under the budget, and the calls in flight when it is reached finish.
+    assert len(capped - refused) <= 2 * CAPPED_KEYS, figures
     assert event_refs, "the image inputs left no media ref in the event log"
     assert temporary == []
     assert restart_count >= 2, f"the kills did not restart the job: {restart_count}"
     # Checkpoints complete while calls are out, so a kill redoes about an interval of calls
     # (420 of 4,000 over three restarts when measured; before unaligned checkpoints: 3,765).
-    assert calls - 2 * INPUTS <= 0.25 * 2 * INPUTS, figures
+    assert other_calls - 2 * len(others) <= 0.25 * 2 * len(others), figures

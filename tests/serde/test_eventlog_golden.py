@@ -403,6 +403,20 @@ def stored_cases() -> list[tuple[str, AgentEvent]]:
                 attributes={"passed_over": "gemini/gemini-3-pro,gemini/gemini-3-flash"},
             ),
         ),
+        (
+            "budget_deferred",
+            _event(
+                "budget_deferred",
+                32,
+                attributes={
+                    "input_id": "in-1",
+                    "budget": "per_tenant.cost",
+                    "limit": "0.25",
+                    "window_s": "3600",
+                    "until_ms": "1790003600000",
+                },
+            ),
+        ),
     ]
     return cases
 
@@ -495,6 +509,9 @@ def typed_facts() -> list[tuple[str, str, int, dict[str, Any]]]:
             "latency_ms": 12.5, "finish_reason": "stop", "attempts": 1,
             "answered_provider": "openai", "fallback": True,
             "passed_over": ["gemini/gemini-3-pro", "gemini/gemini-3-flash"]}),
+        ("budget_deferred", "budget_deferred", 32,
+         {"input_id": "in-1", "budget": "per_tenant.cost", "limit": 0.25, "window_s": 3600.0,
+          "until_ms": due}),
     ]  # fmt: skip
 
 

@@ -217,6 +217,7 @@ class EngineHarness:
     emitted: list[tuple[str, str]] = field(default_factory=list)
     sent: list[tuple[str, str]] = field(default_factory=list)
     restores: int = 0
+    parallelism: int = 1
 
     def __post_init__(self) -> None:
         self.port = InMemoryKeyedPort(now_ms=T0)
@@ -236,7 +237,14 @@ class EngineHarness:
         self.telemetry = None if telemetry is None else LiveTelemetry(telemetry, self.config.job_id)
         emitter = Emitter(TAGS, self.metrics, None, "standard", self.telemetry, self.config.job_id)
         self.engine = AgentEngine(
-            self.port, self.config, self.runtime, self.runner, self.metrics, emitter, self.clock_s
+            self.port,
+            self.config,
+            self.runtime,
+            self.runner,
+            self.metrics,
+            emitter,
+            self.clock_s,
+            parallelism=self.parallelism,
         )
 
     def clock_s(self) -> float:
@@ -355,16 +363,19 @@ def harness(
     tmp_path: Path,
     model: ChatModel,
     tools: Sequence[Any] = (),
+    parallelism: int = 1,
+    spec: ModelSpec | None = None,
     **config: Any,
 ) -> EngineHarness:
-    """A harness over a runtime with `model` (a test double), `tools` and `config`."""
-    config.setdefault("model", ModelSpec(provider="test", model="engine-harness"))
+    """A harness over a runtime with `model` (a test double), `tools` and `config`, as one
+    of `parallelism` subtasks; `spec` is the model as configured (its name, its prices)."""
+    config["model"] = spec or ModelSpec(provider="test", model="engine-harness")
     cfg = AgentConfig(media_store=str(tmp_path / "media"), **config)
 
     def runtime() -> AgentRuntime:
         return AgentRuntime(cfg, model, ToolRegistry(list(tools)), MediaStore(cfg.media_store))
 
-    made = EngineHarness(runtime, cfg)
+    made = EngineHarness(runtime, cfg, parallelism=parallelism)
     OPEN.append(made)
     return made
 

@@ -37,6 +37,8 @@ def test_defaults_match_the_contract() -> None:
         "max_tokens": None,
         "run_timeout_s": 300.0,
         "max_unknown_tool_calls": 1,
+        "per_key": None,
+        "per_tenant": None,
     }
     assert cfg.model.options == {} and cfg.model.generation == {}
 

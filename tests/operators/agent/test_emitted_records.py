@@ -39,6 +39,8 @@ def output_dict(status: str, error: ErrorInfo | None, parts: list[Any]) -> dict[
         "latency_ms": 40,
         "attributes": ATTRIBUTES,
         "answered_by": ANSWERED.model_dump() if status == "ok" else None,
+        "cost_usd": 0.0021,
+        "call_costs_usd": [0.001, 0.0011],
     }
 
 
@@ -57,6 +59,8 @@ def output_record(status: str, error: ErrorInfo | None, parts: list[Any]) -> Out
         latency_ms=40,
         attributes=ATTRIBUTES,
         answered_by=ANSWERED if status == "ok" else None,
+        cost_usd=0.0021,
+        call_costs_usd=[0.001, 0.0011],
     )
 
 

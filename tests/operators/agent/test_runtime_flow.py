@@ -59,6 +59,8 @@ def test_text_answer_gives_an_ok_output_record_with_the_contract_fields(tmp_path
         "latency_ms": 10,
         "attributes": {"lang": "en"},
         "answered_by": {"provider": "test", "model": "scripted", "fallback": False},
+        "cost_usd": None,  # the test double's model has no price
+        "call_costs_usd": [None],
     }
     assert done.dead_letter is None
 

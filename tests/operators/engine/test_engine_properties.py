@@ -3,8 +3,10 @@
 Hypothesis interleaves inputs for several keys (plain, with a tool call, with a call that
 needs approval), call completions and unexpected call failures, the passing of time
 (polls, approval deadlines, run timeouts), decisions, checkpoints and restores from them,
-and finally the end of input. After every step and at the end it checks what users rely
-on: at most one run per key, parked runs hold no call, nothing is answered twice (after a
+and finally the end of input, with or without a per-key spend budget that dead-letters or
+defers. After every step and at the end it checks what users rely on: at most one run per
+key, parked runs and runs deferred by a spend budget hold no call, nothing is answered
+twice (after a
 restore the sinks hold only committed records and the source replays the rest), and in
 the end every input has exactly one output or, when no run could produce one, exactly one
 dead letter, in arrival order per key.
@@ -28,6 +30,7 @@ from hypothesis.stateful import (
 )
 
 from streamagents.operators.agent import RunState, tool
+from streamagents.operators.agent.config import Budgets, SpendBudget
 
 KEYS = ("a", "b", "c")
 
@@ -70,9 +73,16 @@ class EngineMachine(RuleBasedStateMachine):
         while_parked=st.sampled_from(["queue", "separate_run"]),
         max_in_flight=st.integers(1, 3),
         max_waiting=st.integers(1, 4),
+        spend=st.sampled_from([None, "dead_letter", "defer"]),
     )
-    def start(self, while_parked: str, max_in_flight: int, max_waiting: int) -> None:
+    def start(
+        self, while_parked: str, max_in_flight: int, max_waiting: int, spend: str | None
+    ) -> None:
         self.separate = while_parked == "separate_run"
+        budgets = Budgets()
+        if spend is not None:  # one call of EchoTestModel's 5 tokens a minute per key
+            window = SpendBudget(tokens=5, window_s=60, on_exceeded=spend)  # type: ignore[arg-type]
+            budgets = Budgets(per_key=window)
         self.h = harness(
             Path(tempfile.mkdtemp(prefix="engine-properties-")),
             EchoTestModel(),
@@ -80,6 +90,7 @@ class EngineMachine(RuleBasedStateMachine):
             while_parked=while_parked,
             max_in_flight=max_in_flight,
             max_waiting_inputs=max_waiting,
+            budgets=budgets,
         )
 
     # -- steps -----------------------------------------------------------------------------
@@ -139,6 +150,13 @@ class EngineMachine(RuleBasedStateMachine):
             stored = self.h.port.state_of(key).get("run")
             if stored is not None and RunState.model_validate_json(stored).parked:
                 assert key not in busy, f"the parked run of {key} holds a call"
+
+    @invariant()
+    def deferred_runs_hold_no_call(self) -> None:
+        busy = {call.key for call in self.h.runner.pending}
+        for key in KEYS:
+            if self.h.port.state_of(key).get("spend_deferred") is not None:
+                assert key not in busy, f"the deferred run of {key} holds a call"
 
     @invariant()
     def nothing_answered_twice(self) -> None:
