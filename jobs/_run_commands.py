@@ -319,6 +319,8 @@ def _run(args: argparse.Namespace) -> int:
     print(summary(spec, state, time.monotonic() - started, last))
     if demo:
         print("  model         DEMO - answers came from a scripted test double, not an LLM")
+    if state in ("CANCELED", "FAILED"):
+        print(f"  continue      streamagents run {args.spec}   (from its latest checkpoint)")
     if state == "CANCELED":
         return 130
     if failure:

@@ -3,13 +3,17 @@ and which checkpoints are kept (the checkpoints are folders as Flink lays them o
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamagents.jobs._resume import Attempt, JobFolder, latest_checkpoint, plan_start
+from streamagents.jobs.cli import main
+from streamagents.jobs.spec import load_spec
 
 JOB_A = "a" * 32
 JOB_B = "b" * 32
@@ -172,3 +176,29 @@ def test_the_latest_checkpoint_is_the_highest_completed_one(chks: dict[int, bool
         assert latest_checkpoint(root.as_uri(), JOB_A) == (
             None if expected is None else Path(expected).as_uri()
         )
+
+
+SPEC = """\
+name: resumable
+source: {files: {path: in}}
+key: customer.id
+agent:
+  model: {provider: demo, model: d, responder: "streamagents.jobs.examples.demo_responder:respond"}
+sinks: {outputs: {path: out/answers}, dead_letters: {path: out/dead}}
+"""
+
+
+def test_run_refuses_to_guess_after_a_stop_whose_savepoint_it_did_not_see(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # `run` puts its interpreter first
+    spec = tmp_path / "resumable.yaml"
+    spec.write_text(SPEC)
+    folder = JobFolder.of(load_spec(spec, {}))
+    assert folder.root == tmp_path / ".streamagents" / "resumable" / "resumable"
+    folder.begin(Attempt(job_id=JOB_A, checkpoints=str(folder.default_checkpoints)))
+    folder.end(JOB_A, "stopped")
+    assert main(["run", str(spec)]) == 2  # before any Flink job starts
+    refusal = capsys.readouterr().err
+    assert f"job {JOB_A}) was stopped with a savepoint" in refusal
+    assert "--from-savepoint PATH" in refusal and "--fresh" in refusal
