@@ -30,13 +30,24 @@ from pydantic import BaseModel, ConfigDict
 
 from streamagents.jobs.spec import LoadedSpec
 
-__all__ = ["Attempt", "JobFolder", "Start", "latest_checkpoint", "plan_start", "spec_digest"]
+__all__ = [
+    "FOLDER_NAME",
+    "Attempt",
+    "Ending",
+    "JobFolder",
+    "Start",
+    "latest_checkpoint",
+    "plan_start",
+    "spec_digest",
+]
 
 FOLDER_NAME = ".streamagents"
+"""The folder beside a spec that holds the folders of its jobs."""
 _CHECKPOINT = re.compile(r"^chk-(\d+)$")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 Ending = Literal["finished", "stopped", "canceled", "failed"]
+"""How a run ended, as its record says (no ending recorded: its process died)."""
 _HOW = {
     None: "its process ended without stopping it",
     "stopped": "it was stopped with a savepoint",
