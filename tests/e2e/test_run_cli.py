@@ -124,6 +124,9 @@ def test_savepoint_then_resume_answers_new_tickets_and_repeats_none(tmp_path: Pa
     finally:
         process.kill()
     assert location.startswith("file:") and Path(location[5:]).exists()
+    record = spec.parent / ".streamagents" / "support_tickets" / "support-tickets"
+    [attempt] = json.loads((record / "attempts.json").read_text())
+    assert (attempt["ended"], attempt["savepoint"]) == ("stopped", location)  # a rerun's start
 
     more = [
         {"id": "T-2001", "customer": {"id": "C-17"}, "text": "Any news on order O-5521?"},
