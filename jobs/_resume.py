@@ -3,7 +3,8 @@ job continues from.
 
 A job is its spec file and its `name`: its folder is `.streamagents/<spec file stem>/<name>/`
 beside the spec. There `run` keeps its checkpoints (unless the spec names
-`checkpointing.dir`), retained when the job is cancelled or its process dies, and
+`checkpointing.dir`), retained when the job is cancelled or its process dies, the
+savepoints of the stop command it prints, and
 `attempts.json`, the record of its runs: each one's Flink job id, where its checkpoints
 go, what it was restored from, a digest of the spec, and how it ended (`finished`,
 `stopped` with a savepoint, `canceled`, `failed`, or nothing when the process died).
@@ -101,6 +102,18 @@ class JobFolder:
     def default_checkpoints(self) -> Path:
         """Where checkpoints go when the spec names no `checkpointing.dir`."""
         return self.root / "checkpoints"
+
+    @property
+    def savepoints(self) -> Path:
+        """Where the stop command `run` prints puts its savepoint."""
+        return self.root / "savepoints"
+
+    def newest_savepoint(self, job_id: str) -> str | None:
+        """The newest complete savepoint of a job in `savepoints` (Flink names them
+        `savepoint-<first 6 of the job id>-<random>`), or None."""
+        found = self.savepoints.glob(f"savepoint-{job_id[:6]}-*/_metadata")
+        newest = max(found, key=lambda metadata: metadata.stat().st_mtime, default=None)
+        return None if newest is None else str(newest.parent)
 
     def attempts(self) -> list[Attempt]:
         """The recorded runs, oldest first (none when there is no readable record)."""

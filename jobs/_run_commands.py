@@ -282,7 +282,7 @@ def _run(args: argparse.Namespace) -> int:
             f"job {job_id} ({spec.name}) started on the local mini-cluster, model "
             f"{_describe_model(loaded)}\n"
             f"  stop with a savepoint: streamagents savepoint {job_id} --jobmanager "
-            f"localhost:{port}   (Ctrl-C cancels)",
+            f"localhost:{port} --target-dir {folder.savepoints}   (Ctrl-C cancels)",
             flush=True,
         )
         done = threading.Event()
@@ -308,9 +308,9 @@ def _run(args: argparse.Namespace) -> int:
             print("interrupted: cancelling the job", file=sys.stderr)
             client.cancel().result()
             last, state = None, "CANCELED"
-        folder.end(
-            job_id, _ending(state, answered.is_set()), savepoints[-1] if savepoints else None
-        )
+        ending = _ending(state, answered.is_set())
+        stopped_at = savepoints[-1] if savepoints else folder.newest_savepoint(job_id)
+        folder.end(job_id, ending, stopped_at if ending == "stopped" else None)
     if spec.event_log is not None and spec.event_log.path is not None:
         # Flink calls a Python function's close() only at the end of a bounded input, so a
         # job stopped with a savepoint or cancelled leaves its event-log files in progress;
@@ -362,8 +362,9 @@ def _ending(state: str, answered: bool) -> Ending:
 def _note_savepoints(
     rest_address: str, job_id: str, done: threading.Event, found: list[str]
 ) -> None:
-    """Start a thread that notes each savepoint the job completes (a stop with a savepoint
-    ends the job, and the local cluster with it, right after), until `done` is set."""
+    """Start a thread that notes each savepoint the job completes, until `done` is set. A
+    stop with a savepoint ends the job, and the local cluster with it, right after: a
+    savepoint not seen in time is looked for where the printed stop command puts it."""
 
     def poll() -> None:
         while not done.wait(0.5):

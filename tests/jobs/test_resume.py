@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,23 @@ def test_run_refuses_to_guess_after_a_stop_whose_savepoint_it_did_not_see(
     refusal = capsys.readouterr().err
     assert f"job {JOB_A}) was stopped with a savepoint" in refusal
     assert "--from-savepoint PATH" in refusal and "--fresh" in refusal
+
+
+def test_the_newest_complete_savepoint_of_the_job_is_found_where_the_stop_command_puts_it(
+    tmp_path: Path,
+) -> None:
+    folder = JobFolder(tmp_path / "job")
+    assert folder.newest_savepoint(JOB_A) is None
+    for name, complete in (
+        (f"savepoint-{JOB_A[:6]}-000000000001", True),
+        (f"savepoint-{JOB_A[:6]}-000000000002", True),
+        (f"savepoint-{JOB_A[:6]}-000000000003", False),  # still being written
+        (f"savepoint-{JOB_B[:6]}-000000000004", True),  # another run's
+    ):
+        (folder.savepoints / name).mkdir(parents=True)
+        if complete:
+            (folder.savepoints / name / "_metadata").write_bytes(b"state")
+            time.sleep(0.01)  # distinct modification times, oldest first
+    assert folder.newest_savepoint(JOB_A) == str(
+        folder.savepoints / f"savepoint-{JOB_A[:6]}-000000000002"
+    )
