@@ -8,8 +8,9 @@ taken afterwards, the agent has no call in flight, no busy key and no waiting in
 REST API serves metrics fetched up to `metrics.fetcher.update-interval` earlier, so the
 agent must look idle for that long plus two polls. Should it still have work (a restore
 after the check, say), the drain finishes it as an unheld input would: nothing is lost.
-Scheduled follow-ups still waiting for their due time are not unanswered work (one can be
-days away): the drain turns them into `FollowupPending` dead letters (docs/followups.md).
+A spec whose runs wait for people or time (approvals, follow-ups) is refused on a read-once
+input (`jobs.spec.check_runnable`), so no held job has parked runs or waiting follow-ups;
+`savepoint --drain` turns any into `ApprovalPending` / `FollowupPending` dead letters.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ __all__ = [
     "Progress",
     "job_state",
     "latest_failure",
+    "latest_savepoint",
     "read_progress",
     "summary",
 ]
@@ -100,6 +101,16 @@ def latest_failure(rest_address: str, job_id: str) -> tuple[int, str] | None:
     if frame:
         description += f" ({frame.group(0)})"
     return int(latest.get("timestamp", 0)), description
+
+
+def latest_savepoint(rest_address: str, job_id: str) -> str | None:
+    """Where the job's latest completed savepoint is, if it has one and the REST API answers."""
+    try:
+        latest = rest_call(rest_address, f"/jobs/{job_id}/checkpoints")["latest"]
+        path = (latest.get("savepoint") or {}).get("external_path")
+    except (urllib.error.URLError, OSError, ValueError, KeyError, AttributeError):
+        return None
+    return str(path) if path else None
 
 
 def read_progress(rest_address: str, job_id: str) -> Progress | None:

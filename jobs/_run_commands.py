@@ -3,7 +3,9 @@
 `run` executes on a local mini-cluster and prints progress while it runs and a summary at
 the end; `submit` hands the job to a running Flink cluster through `flink run -py`;
 `savepoint` stops a job with a savepoint through the REST API (PyFlink 2.3's own
-`stop_with_savepoint` is broken), and `run --from-savepoint` resumes from one.
+`stop_with_savepoint` is broken), and `run --from-savepoint` resumes from one. `run` keeps
+its checkpoints in the job's folder, and running the same spec again continues where the
+last run left off unless that run finished (`--fresh` starts over; see `jobs._resume`).
 
 A bounded input (files, not watched) is held open while `run` or `submit --wait` follows
 the job, and the command ends the job with a draining savepoint once every input is
@@ -33,9 +35,11 @@ from streamagents.jobs._progress import (
     Progress,
     job_state,
     latest_failure,
+    latest_savepoint,
     read_progress,
     summary,
 )
+from streamagents.jobs._resume import Attempt, Ending, JobFolder, Start, plan_start, spec_digest
 from streamagents.jobs.cluster import (
     flink_home,
     free_port,
@@ -61,7 +65,14 @@ def register(subparsers: Any) -> None:
 
     run = subparsers.add_parser("run", help="Run a job spec on the local mini-cluster.")
     run.add_argument("spec", help="Path of the YAML job spec.")
-    run.add_argument("--from-savepoint", metavar="PATH", help="Resume from this savepoint.")
+    run.add_argument(
+        "--from-savepoint", metavar="PATH", help="Resume from this savepoint or checkpoint."
+    )
+    run.add_argument(
+        "--fresh",
+        action="store_true",
+        help="Start over: do not continue the previous run of this job; delete its checkpoints.",
+    )
     run.add_argument(
         "--progress-interval", type=float, default=2.0, metavar="S", help="Seconds per update."
     )
@@ -181,10 +192,19 @@ def _watch(
     return last
 
 
-def _end_when_answered(rest_address: str, job_id: str, target: str, done: threading.Event) -> None:
-    """Start the thread that ends a job with a held bounded input once it is answered."""
+def _end_when_answered(
+    rest_address: str,
+    job_id: str,
+    target: str,
+    done: threading.Event,
+    answered: threading.Event | None = None,
+) -> None:
+    """Start the thread that ends a job with a held bounded input once it is answered
+    (setting `answered` as it does)."""
 
     def announce() -> None:
+        if answered is not None:
+            answered.set()
         print("every input answered: stopping the job with a draining savepoint", flush=True)
 
     threading.Thread(
@@ -217,14 +237,30 @@ def _run(args: argparse.Namespace) -> int:
     from streamagents.jobs.graph import build_job, flink_configuration
 
     spec = loaded.spec
+    folder, digest = JobFolder.of(loaded), spec_digest(loaded)
+    start = _where_to_start(args, folder, digest)
+    if start.refusal is not None:
+        print(start.refusal, file=sys.stderr)
+        return 2
+    if start.message is not None:
+        print(start.message, flush=True)
+    restore_from = start.restore_from
+    checkpoints = spec.checkpointing.dir or str(folder.default_checkpoints)
     demo = loaded.model.provider == "demo"
     if demo:
         print(demo_banner(loaded.model), flush=True)
     started = time.monotonic()
     hold = bounded_input(spec)
+    answered = threading.Event()
     with demo_server(loaded.model) as demo_url, tempfile.TemporaryDirectory() as scratch:
         port = free_port()
-        config = flink_configuration(spec, rest_port=port, restore_from=args.from_savepoint)
+        config = flink_configuration(
+            spec, rest_port=port, restore_from=restore_from, checkpoint_dir=checkpoints
+        )
+        # Checkpoints outlive a cancelled job (and a dead process): the next run continues.
+        config.set_string(
+            "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION"
+        )
         # A local run gives up after a few failures in a row instead of restarting forever.
         config.set_string("restart-strategy.type", "fixed-delay")
         config.set_string("restart-strategy.fixed-delay.attempts", "3")
@@ -235,11 +271,19 @@ def _run(args: argparse.Namespace) -> int:
         build_job(env, loaded, model_spec(loaded.model, demo_url), hold_input_end=hold)
         client = env.execute_async(spec.name)
         job_id = str(client.get_job_id())
+        folder.begin(
+            Attempt(
+                job_id=job_id,
+                checkpoints=checkpoints,
+                restored_from=restore_from,
+                spec_sha256=digest,
+            )
+        )
         print(
             f"job {job_id} ({spec.name}) started on the local mini-cluster, model "
             f"{_describe_model(loaded)}\n"
             f"  stop with a savepoint: streamagents savepoint {job_id} --jobmanager "
-            f"localhost:{port}   (Ctrl-C cancels)",
+            f"localhost:{port} --target-dir {folder.savepoints}   (Ctrl-C cancels)",
             flush=True,
         )
         done = threading.Event()
@@ -254,8 +298,10 @@ def _run(args: argparse.Namespace) -> int:
                 done.set()
 
         threading.Thread(target=wait_for_result, name="job-result", daemon=True).start()
+        savepoints: list[str] = []
+        _note_savepoints(f"localhost:{port}", job_id, done, savepoints)
         if hold:
-            _end_when_answered(f"localhost:{port}", job_id, scratch, done)
+            _end_when_answered(f"localhost:{port}", job_id, scratch, done, answered)
         try:
             last = _watch(f"localhost:{port}", job_id, args.progress_interval, done, loaded)
             state = "FAILED" if failure else "FINISHED"
@@ -263,6 +309,9 @@ def _run(args: argparse.Namespace) -> int:
             print("interrupted: cancelling the job", file=sys.stderr)
             client.cancel().result()
             last, state = None, "CANCELED"
+        ending = _ending(state, answered.is_set())
+        stopped_at = savepoints[-1] if savepoints else folder.newest_savepoint(job_id)
+        folder.end(job_id, ending, stopped_at if ending == "stopped" else None)
     if spec.event_log is not None and spec.event_log.path is not None:
         # Flink calls a Python function's close() only at the end of a bounded input, so a
         # job stopped with a savepoint or cancelled leaves its event-log files in progress;
@@ -271,6 +320,8 @@ def _run(args: argparse.Namespace) -> int:
     print(summary(spec, state, time.monotonic() - started, last))
     if demo:
         print("  model         DEMO - answers came from a scripted test double, not an LLM")
+    if state in ("CANCELED", "FAILED"):
+        print(f"  continue      streamagents run {args.spec}   (from its latest checkpoint)")
     if state == "CANCELED":
         return 130
     if failure:
@@ -278,8 +329,51 @@ def _run(args: argparse.Namespace) -> int:
         causes = [line for line in lines if line.startswith("Caused by:")]
         root = causes[-1] if causes else lines[0]
         print(f"job failed: {loaded.redact(root)}", file=sys.stderr)
+        if restore_from is not None:
+            print(
+                f"  it was restored from {restore_from}: if the spec changed so that this state "
+                "no longer fits the job, start over with --fresh",
+                file=sys.stderr,
+            )
         return 1
     return 0
+
+
+def _where_to_start(args: argparse.Namespace, folder: JobFolder, digest: str) -> Start:
+    """What the run restores: the savepoint named, nothing with `--fresh` (forgetting the
+    earlier runs), else what the job's record says (`jobs._resume.plan_start`)."""
+    if args.from_savepoint:
+        return Start(str(args.from_savepoint), None)
+    if args.fresh:
+        message = "starting over (--fresh): the earlier runs' checkpoints are deleted"
+        start = Start(None, message if folder.attempts() else None)
+        folder.forget()
+        return start
+    return plan_start(folder, digest)
+
+
+def _ending(state: str, answered: bool) -> Ending:
+    """How a run ended, for the job's record: a FINISHED job either had its bounded input
+    answered or was stopped with a savepoint by someone."""
+    if state == "FINISHED":
+        return "finished" if answered else "stopped"
+    return "canceled" if state == "CANCELED" else "failed"
+
+
+def _note_savepoints(
+    rest_address: str, job_id: str, done: threading.Event, found: list[str]
+) -> None:
+    """Start a thread that notes each savepoint the job completes, until `done` is set. A
+    stop with a savepoint ends the job, and the local cluster with it, right after: a
+    savepoint not seen in time is looked for where the printed stop command puts it."""
+
+    def poll() -> None:
+        while not done.wait(0.5):
+            location = latest_savepoint(rest_address, job_id)
+            if location is not None and location not in found:
+                found.append(location)
+
+    threading.Thread(target=poll, name="savepoints", daemon=True).start()
 
 
 def _submit(args: argparse.Namespace) -> int:

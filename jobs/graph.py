@@ -72,9 +72,14 @@ def _uri(path_or_uri: str) -> str:
 
 
 def flink_configuration(
-    spec: JobSpec, *, rest_port: int | None = None, restore_from: str | None = None
+    spec: JobSpec,
+    *,
+    rest_port: int | None = None,
+    restore_from: str | None = None,
+    checkpoint_dir: str | None = None,
 ) -> Configuration:
-    """The Flink configuration a spec asks for: checkpoints, state backend, parallelism."""
+    """The Flink configuration a spec asks for: checkpoints, state backend, parallelism;
+    `checkpoint_dir` is where checkpoints go when the spec names no directory."""
     config = configure_environment(Configuration())
     checkpointing = spec.checkpointing
     config.set_string("pipeline.name", spec.name)
@@ -90,8 +95,9 @@ def flink_configuration(
             if key.startswith("execution.checkpointing."):
                 config.set_string(key, "false")
     config.set_string("state.backend.type", checkpointing.backend)
-    if checkpointing.dir is not None:
-        config.set_string("execution.checkpointing.dir", _uri(checkpointing.dir))
+    directory = checkpointing.dir if checkpointing.dir is not None else checkpoint_dir
+    if directory is not None:
+        config.set_string("execution.checkpointing.dir", _uri(directory))
     if restore_from is not None:
         config.set_string("execution.state-recovery.path", _uri(restore_from))
     if rest_port is not None:

@@ -614,6 +614,7 @@ def check_runnable(loaded: LoadedSpec) -> None:
                 )
             )
     problems += _parked_key_problems(loaded, approving)
+    problems += _read_once_problems(loaded, approving)
     problems += _kafka_problems(loaded)
     if loaded.telemetry is not None:
         try:
@@ -687,6 +688,44 @@ def _parked_key_problems(loaded: LoadedSpec, approving: bool) -> list[SpecProble
                     "agent needs approval; remove it or mark a tool `approval: required`",
                 )
             )
+    return problems
+
+
+def _read_once_problems(loaded: LoadedSpec, approving: bool) -> list[SpecProblem]:
+    """A job whose runs wait for people or for time (approvals, follow-ups) needs inputs that
+    stay open: a source read once ends the job when its inputs are answered, and decisions
+    read once never see what a person writes later."""
+    spec, line_of = loaded.spec, loaded.source.source_map.line_of
+    waits = []
+    if approving:
+        waits.append("runs wait for approvals (a tool needs approval)")
+    elif spec.approvals is not None:
+        waits.append("runs wait for approvals (approvals is set)")
+    if spec.agent.followups.enabled:
+        waits.append("follow-ups wait for their due time (agent.followups.enabled)")
+    problems = []
+    files = spec.source.files
+    if waits and files is not None and files.watch_interval_s is None:
+        problems.append(
+            SpecProblem(
+                line_of(("source", "files")),
+                "source.files",
+                f"{' and '.join(waits)}, but the input is read once: the job would end once "
+                "its inputs are answered, leaving them as ApprovalPending / FollowupPending "
+                "dead letters; set source.files.watch_interval_s (e.g. 1) so the job runs "
+                "until you stop it (`run` again continues it), or read from Kafka",
+            )
+        )
+    decisions = spec.approvals.files if spec.approvals is not None else None
+    if decisions is not None and decisions.watch_interval_s is None:
+        problems.append(
+            SpecProblem(
+                line_of(("approvals", "files")),
+                "approvals.files",
+                "decisions are read once, when the job starts, so a decision written later "
+                "never arrives; set approvals.files.watch_interval_s (e.g. 1)",
+            )
+        )
     return problems
 
 

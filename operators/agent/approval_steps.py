@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from streamagents.operators.agent._run_draft import RunDraft
-from streamagents.operators.agent.approvals import ApprovalDecision
+from streamagents.operators.agent.approvals import ApprovalDecision, waiting_matches
 from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_endings import fail
@@ -21,7 +21,7 @@ from streamagents.serde.safe_text import clip
 if TYPE_CHECKING:
     from streamagents.operators.agent.runtime import AgentRuntime
 
-__all__ = ["abandon_parked", "decide", "expire"]
+__all__ = ["abandon_parked", "decide", "expire", "name_the_call"]
 
 
 def decide(
@@ -70,6 +70,43 @@ def decide(
     reason = f": {decision.comment}" if decision.comment else ""
     result = ToolRegistry.error_result(call, f"the call was rejected{who}{reason}; it was not made")
     return record_results(run, pending, {call.id: result}, None, approvals, settled_now)
+
+
+def name_the_call(
+    decision: ApprovalDecision, states: list[RunState], key: str
+) -> ApprovalDecision | Step:
+    """A decision that names its call by tool and arguments, given the `call_id` of the one
+    waiting call of the key's runs (`states`) it fits; when none or several fit, a step
+    whose dead letter says so (`UnknownCall`, `AmbiguousDecision`)."""
+    waiting = [
+        (entry, call_of(state.pending, entry.tool_call_id).arguments)
+        for state in states
+        if isinstance(state.pending, ToolAction)
+        for entry in state.pending.waiting
+    ]
+    found = waiting_matches(decision, waiting)
+    if len(found) == 1:
+        return decision.model_copy(update={"call_id": found[0]})
+    tool = clip(str(decision.tool), 256)
+    fields = ", ".join(sorted(decision.match or {}))
+    which = f"call of {tool!r}" + (f" with the given {fields}" if fields else "")
+    if found:
+        error = ErrorInfo(
+            type="AmbiguousDecision",
+            message=f"{len(found)} waiting calls of {tool!r} fit this decision (call ids "
+            f"{', '.join(found)}); add arguments to `match` or name the `call_id`",
+        )
+    else:
+        error = ErrorInfo(
+            type="UnknownCall", message=f"no {which} of this key waits for a decision"
+        )
+    letter = DeadLetter.build(
+        "approval",
+        error,
+        json.dumps({"approval": decision.model_dump(exclude_none=True)}, ensure_ascii=False),
+        key=key,
+    )
+    return Step(state=None, dead_letter=letter)
 
 
 def expire(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:

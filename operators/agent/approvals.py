@@ -4,8 +4,10 @@ A tool that needs approval (`@tool(requires_approval=True)`, a predicate over th
 arguments, or `approval: required` in YAML) is not called when the model asks for it:
 its run parks with a `PendingApproval` per such call and emits an approval request. A
 decision arrives later as an input line `{"<key field>": ..., "approval": {"call_id",
-"decision": "approve" | "reject", "by", "comment", "arguments"?}}`; an input line with a
-top-level `approval` field is always a decision, never a run's input.
+"decision": "approve" | "reject", "by", "comment", "arguments"?}}`; instead of the
+`call_id` it may name the call by what the approval request shows: `"tool"` and,
+optionally, `"match"`, arguments the call was asked with (`waiting_matches`). An input
+line with a top-level `approval` field is always a decision, never a run's input.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from streamagents.operators.agent.config import InputLimits
 from streamagents.operators.agent.records import (
@@ -37,6 +39,7 @@ __all__ = [
     "read_decision_line",
     "settled_entry",
     "settled_fingerprint",
+    "waiting_matches",
 ]
 
 DECISION_PREFIX = '{"approval":'
@@ -50,8 +53,22 @@ class ApprovalDecision(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
-    call_id: str = Field(
-        min_length=1, max_length=256, description="The `call_id` of the approval request."
+    call_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="The `call_id` of the approval request (or name the call by `tool`).",
+    )
+    tool: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Instead of `call_id`: the tool of the key's one waiting call to decide.",
+    )
+    match: dict[str, Any] | None = Field(
+        default=None,
+        description="With `tool`: arguments the call was asked with (equal values), to tell "
+        "the key's waiting calls of that tool apart.",
     )
     decision: Literal["approve", "reject"] = Field(description="approve or reject.")
     by: str = Field(default="", max_length=256, description="Who decided.")
@@ -59,6 +76,22 @@ class ApprovalDecision(BaseModel):
     arguments: dict[str, Any] | None = Field(
         default=None, description="Edited arguments to call the tool with (approve only)."
     )
+
+    @model_validator(mode="after")
+    def _names_its_call(self) -> ApprovalDecision:
+        if (self.call_id is None) == (self.tool is None):
+            raise ValueError("name the call by its call_id, or by its tool (and match), not both")
+        if self.match is not None and self.tool is None:
+            raise ValueError("match goes with tool, not with call_id")
+        return self
+
+    def matches(self, tool: str, arguments: dict[str, Any]) -> bool:
+        """Whether a call of `tool` with `arguments` is the one this decision names by tool
+        and arguments."""
+        given = self.match or {}
+        return tool == self.tool and all(
+            name in arguments and arguments[name] == value for name, value in given.items()
+        )
 
     def fingerprint(self) -> str:
         """What makes two decisions the same one: the verdict and the arguments to use.
@@ -85,6 +118,18 @@ class PendingApproval(BaseModel):
     deadline_ms: int
     status: Literal["waiting", "approved", "rejected", "expired"] = "waiting"
     fingerprint: str | None = Field(default=None, description="Of the decision taken, if any.")
+
+
+def waiting_matches(
+    decision: ApprovalDecision, waiting: Iterable[tuple[PendingApproval, dict[str, Any]]]
+) -> list[str]:
+    """The call ids of the waiting approvals (each with its call's arguments) that a
+    decision naming its call by `tool` and `match` fits."""
+    return [
+        entry.call_id
+        for entry, arguments in waiting
+        if entry.status == "waiting" and decision.matches(entry.tool, arguments)
+    ]
 
 
 def is_decision_line(line: str) -> bool:
@@ -119,7 +164,8 @@ def parse_line(
         return key, ApprovalDecision.model_validate(value)
     except ValidationError as exc:
         problems = "; ".join(
-            f"approval.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+            ".".join(["approval", *(str(p) for p in err["loc"])])
+            + f": {err['msg'].removeprefix('Value error, ')}"
             for err in exc.errors(include_input=False, include_url=False)
         )
         raise InputError(f"invalid decision: {problems}", "InvalidDecision") from None

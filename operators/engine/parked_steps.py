@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from streamagents.operators.agent import RunState, Step
+from streamagents.operators.agent.approval_steps import name_the_call
 from streamagents.operators.agent.approvals import read_decision_line
 from streamagents.operators.agent.parked_keys import run_of_call
 from streamagents.operators.engine.run_steps import RunSteps, usage_of
@@ -28,6 +29,13 @@ class ParkedSteps(RunSteps):
         now = self._port.now_ms()
         key = self._port.current_key()
         decision = read_decision_line(raw)
+        if decision.call_id is None:
+            named = name_the_call(decision, self._runs_of_key(key), key)
+            if isinstance(named, Step):
+                yield from self._unchanged(named)
+                return
+            decision = named
+        assert decision.call_id is not None
         aside = self._parked.aside(run_of_call(decision.call_id))
         call = None if aside is not None else self._driver.of(key)
         stored = aside if aside is not None else self._run.value()
@@ -53,6 +61,16 @@ class ParkedSteps(RunSteps):
         assert state is not None
         history = self._memory.load(now)
         yield from self._continue(step, usage_of(state), history, now)
+
+    def _runs_of_key(self, key: str) -> list[RunState]:
+        """The key's runs that may wait for decisions: its current run and those set aside."""
+        call = self._driver.of(key)
+        stored = self._run.value()
+        current = call.state if call is not None else None
+        if current is None and stored is not None:
+            current = RunState.model_validate_json(stored)
+        aside = [state for _, state in self._parked.aside_runs()]
+        return ([current] if current is not None else []) + aside
 
     def _unchanged(self, step: Step) -> Iterator[Any]:
         """A decision that changed no run (a duplicate, or refused): its dead letter, if any."""

@@ -1,5 +1,6 @@
 """`streamagents run` on the main example: outputs, a readable event log, dead letters; and
-`streamagents savepoint` + `run --from-savepoint` resuming without losing or repeating work."""
+stopping it with the `streamagents savepoint` command it prints, then running it again,
+resuming without losing or repeating work (`--from-savepoint` itself: tests/kafka)."""
 
 from __future__ import annotations
 
@@ -109,7 +110,9 @@ def test_event_log_tells_each_run_step_by_step(example_run: dict[str, Any]) -> N
 
 
 @pytest.mark.e2e
-def test_savepoint_then_resume_answers_new_tickets_and_repeats_none(tmp_path: Path) -> None:
+def test_stop_with_the_printed_savepoint_command_then_run_again_continues_and_repeats_none(
+    tmp_path: Path,
+) -> None:
     spec = copy_example(tmp_path / "job")
     text = spec.read_text().replace(
         "    path: data/tickets", "    path: data/tickets\n    watch_interval_s: 0.5", 1
@@ -117,13 +120,17 @@ def test_savepoint_then_resume_answers_new_tickets_and_repeats_none(tmp_path: Pa
     spec.write_text(text)
     answers = spec.parent / "out" / "support_tickets" / "answers"
     process, job_id, address = start_run(spec, tmp_path / "first.log")
+    printed = re.search(r"--target-dir (\S+)", (tmp_path / "first.log").read_text())
+    assert printed is not None
     try:
         wait_for(lambda: len(read_jsonl(answers)) == 5)
-        location = savepoint(job_id, address, tmp_path / "savepoints")
+        location = savepoint(job_id, address, Path(printed.group(1)))
         assert process.wait(timeout=120) == 0, (tmp_path / "first.log").read_text()[-3000:]
     finally:
         process.kill()
     assert location.startswith("file:") and Path(location[5:]).exists()
+    job_folder = spec.parent / ".streamagents" / "support_tickets" / "support-tickets"
+    assert Path(location[5:]).parent == job_folder / "savepoints"
 
     more = [
         {"id": "T-2001", "customer": {"id": "C-17"}, "text": "Any news on order O-5521?"},
@@ -132,10 +139,11 @@ def test_savepoint_then_resume_answers_new_tickets_and_repeats_none(tmp_path: Pa
     (spec.parent / "data" / "tickets" / "more.jsonl").write_text(
         "".join(json.dumps(t) + "\n" for t in more)
     )
-    process, job_id, address = start_run(
-        spec, tmp_path / "second.log", "--from-savepoint", location
-    )
+    process, job_id, address = start_run(spec, tmp_path / "second.log")  # no --from-savepoint
     try:
+        said = (tmp_path / "second.log").read_text()
+        assert "continuing from the savepoint the previous run" in said, said[:3000]
+        assert Path(location[5:]).name in said
         wait_for(lambda: len(read_jsonl(answers)) >= 7)
         savepoint(job_id, address, tmp_path / "savepoints")
         process.wait(timeout=120)

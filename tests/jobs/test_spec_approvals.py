@@ -16,7 +16,7 @@ from streamagents.operators.agent.config import ToolRef
 BASE = """\
 name: desk
 source:
-  files: {path: in}
+  files: {path: in, watch_interval_s: 1}
 key: customer.id
 agent:
   model: {provider: gemini, model: gemini-2.5-flash, options: {api_key: test-key}}
@@ -153,3 +153,18 @@ def test_kafka_approvals_and_request_sink_count_as_kafka_parts(tmp_path: Path) -
     parts = kafka_parts(load_spec(write(tmp_path, text), {}).spec)
     assert ("approvals", "kafka") in parts
     assert ("sinks", "approval_requests", "kafka") in parts
+
+
+def test_approvals_on_an_input_read_once_are_refused_naming_the_fix(tmp_path: Path) -> None:
+    text = BASE.replace("files: {path: in, watch_interval_s: 1}", "files: {path: in}")
+    message = problems(write(tmp_path, text))
+    assert "job.yaml:3: source.files: runs wait for approvals (a tool needs approval)" in message
+    assert "ApprovalPending" in message and "set source.files.watch_interval_s" in message
+
+
+def test_decisions_read_once_are_refused_naming_the_fix(tmp_path: Path) -> None:
+    text = BASE.replace("files: {path: decisions, watch_interval_s: 1}", "files: {path: d}")
+    message = problems(write(tmp_path, text))
+    assert "approvals.files: decisions are read once" in message
+    assert "set approvals.files.watch_interval_s" in message
+    assert "source.files" not in message  # the input itself is watched

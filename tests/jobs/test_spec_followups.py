@@ -15,7 +15,7 @@ from streamagents.operators.agent import AgentRuntime
 BASE = """\
 name: watcher
 source:
-  files: {path: in}
+  files: {path: in, watch_interval_s: 1}
 key: customer.id
 agent:
   model: {provider: gemini, model: gemini-2.5-flash, options: {api_key: test-key}}
@@ -64,3 +64,14 @@ def test_bad_followup_settings_are_refused_with_their_field(
         check_runnable(load_spec(write(tmp_path, BASE.replace(*change)), {}))
     message = str(caught.value)
     assert expected in message and "job.yaml:" in message and "followups" in message
+
+
+def test_followups_on_an_input_read_once_are_refused_naming_the_fix(tmp_path: Path) -> None:
+    text = BASE.replace("files: {path: in, watch_interval_s: 1}", "files: {path: in}")
+    with pytest.raises(SpecError) as caught:
+        check_runnable(load_spec(write(tmp_path, text), {}))
+    message = str(caught.value)
+    assert "job.yaml:3: source.files: follow-ups wait for their due time" in message
+    assert "FollowupPending" in message and "set source.files.watch_interval_s" in message
+    bounded_without = text.replace("enabled: true", "enabled: false")
+    check_runnable(load_spec(write(tmp_path, bounded_without), {}))  # nothing waits: fine

@@ -364,7 +364,9 @@ def test_a_line_with_approval_is_a_decision() -> None:
     for bad, rule in [
         ('{"key": "k", "approval": "yes"}', "approval must be an object"),
         ('{"key": "k", "approval": {"call_id": "x", "decision": "maybe"}}', "approval.decision"),
-        ('{"key": "k", "approval": {"decision": "approve"}}', "approval.call_id"),
+        ('{"key": "k", "approval": {"decision": "approve"}}', "approval: name the call by"),
+        ('{"key": "k", "approval": {"call_id": "x", "tool": "t", "decision": "approve"}}', "both"),
+        ('{"key": "k", "approval": {"call_id": "x", "match": {}, "decision": "approve"}}', "match"),
         ('{"approval": {"call_id": "x", "decision": "approve"}}', "key field"),
         ('{"key": "k", "approval": {"call_id": "x", "decision": "approve", "x": 1}}', "x"),
     ]:

@@ -10,6 +10,7 @@ from otlp_collector import attributes, received_spans
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.operators.agent import TelemetryConfig, tool
+from streamagents.operators.agent.approvals import ApprovalDecision, decision_line
 
 made: list[str] = []
 
@@ -243,3 +244,38 @@ def test_each_approval_wait_is_a_span_sent_live(tmp_path: Path) -> None:
     assert waits[expired]["streamagents.approval.decision"] == "expired"
     assert waits[expired]["streamagents.approval.timed_out"] is True
     assert waits[abandoned]["streamagents.incomplete"] is True
+
+
+def decide_by_tool(h: EngineHarness, key: str, match: dict[str, str] | None) -> None:
+    """A decision naming its call by tool and arguments, as a person reads the request."""
+    decision = ApprovalDecision(tool="refund", match=match, decision="approve")
+    h.send(key, decision_line(decision, key))
+
+
+def test_a_decision_naming_tool_and_arguments_decides_the_call_that_fits(tmp_path: Path) -> None:
+    h = parked_harness(tmp_path, while_parked="separate_run")
+    park(h, "k", "in-1", "A1")
+    park(h, "k", "in-2", "B2")
+    decide_by_tool(h, "k", {"order": "B2"})
+    h.settle_all()
+    assert made == ["B2"]
+    assert [o["id"] for o in h.outputs()] == ["in-2"]
+    assert h.dead_letters() == []
+
+
+def test_a_decision_that_fits_several_calls_or_none_is_a_dead_letter(tmp_path: Path) -> None:
+    h = parked_harness(tmp_path, while_parked="separate_run")
+    park(h, "k", "in-1", "A1")
+    park(h, "k", "in-2", "B2")
+    decide_by_tool(h, "k", None)
+    decide_by_tool(h, "k", {"order": "C3"})
+    h.settle_all()
+    assert made == [] and h.outputs() == []
+    ambiguous, unknown = h.dead_letters()
+    assert ambiguous["error_type"] == "AmbiguousDecision"
+    assert "2 waiting calls of 'refund'" in ambiguous["reason"]
+    assert unknown["error_type"] == "UnknownCall"
+    assert (
+        unknown["reason"]
+        == "no call of 'refund' with the given order of this key waits for a decision"
+    )
