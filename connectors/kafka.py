@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pyflink.common import Row, Types, WatermarkStrategy
 from pyflink.common.serialization import SimpleStringSchema
@@ -29,10 +29,13 @@ __all__ = [
     "kafka_keyed_sink",
     "kafka_sink",
     "kafka_source",
+    "offsets_initializer",
     "record_key",
 ]
 
 Delivery = Literal["exactly-once", "at-least-once"]
+StartingOffsets = Literal["earliest", "latest", "committed"]
+OffsetReset = Literal["earliest", "latest", "none"]
 
 
 def add_connector_jar(env: StreamExecutionEnvironment, jar: str) -> None:
@@ -46,25 +49,24 @@ def kafka_source(
     topics: Sequence[str],
     bootstrap_servers: str,
     group_id: str,
-    starting_offsets: str = "committed",
+    starting_offsets: StartingOffsets = "committed",
+    offset_reset: OffsetReset = "earliest",
     properties: Mapping[str, str] | None = None,
     name: str = "kafka-source",
 ) -> DataStream:
-    """Record values of Kafka topics as strings (the connector jar must be added first)."""
-    # Imported late: the classes only load once the connector jar is on the classpath.
-    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+    """Record values of Kafka topics as strings (the connector jar must be added first).
 
-    offsets = {
-        "earliest": KafkaOffsetsInitializer.earliest,
-        "latest": KafkaOffsetsInitializer.latest,
-        "committed": KafkaOffsetsInitializer.committed_offsets,
-    }[starting_offsets]()
+    A job that restores no checkpoint starts at `starting_offsets`; with `committed`, a
+    partition the group has committed nothing for starts at `offset_reset` (`none` fails)."""
+    # Imported late: the classes only load once the connector jar is on the classpath.
+    from pyflink.datastream.connectors.kafka import KafkaSource
+
     builder = (
         KafkaSource.builder()
         .set_bootstrap_servers(bootstrap_servers)
         .set_topics(*topics)
         .set_group_id(group_id)
-        .set_starting_offsets(offsets)
+        .set_starting_offsets(offsets_initializer(starting_offsets, offset_reset))
         .set_value_only_deserializer(SimpleStringSchema())
     )
     for key, value in (properties or {}).items():
@@ -72,6 +74,22 @@ def kafka_source(
     return env.from_source(
         builder.build(), WatermarkStrategy.no_watermarks(), name, type_info=Types.STRING()
     ).uid(name)
+
+
+def offsets_initializer(starting_offsets: StartingOffsets, offset_reset: OffsetReset) -> Any:
+    """The connector's `OffsetsInitializer` for a source's starting offsets and, with
+    `committed`, the reset strategy for partitions without a committed offset."""
+    from pyflink.datastream.connectors.kafka import (
+        KafkaOffsetResetStrategy,
+        KafkaOffsetsInitializer,
+    )
+
+    if starting_offsets == "earliest":
+        return KafkaOffsetsInitializer.earliest()
+    if starting_offsets == "latest":
+        return KafkaOffsetsInitializer.latest()
+    reset = KafkaOffsetResetStrategy[offset_reset.upper()]
+    return KafkaOffsetsInitializer.committed_offsets(reset)
 
 
 def record_key(record: str) -> str | None:

@@ -149,7 +149,14 @@ class KafkaSourceSpec(_SpecModel):
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
     group_id: str = Field(min_length=1, description="Consumer group id.")
     starting_offsets: Literal["earliest", "latest", "committed"] = Field(
-        default="committed", description="Where to start when the group has no offsets."
+        default="committed",
+        description="Where a job that restores no checkpoint starts: the group's committed "
+        "offsets, or always the earliest or the latest offset.",
+    )
+    offset_reset: Literal["earliest", "latest", "none"] = Field(
+        default="earliest",
+        description="With committed offsets: where to start on a partition the group has "
+        "committed nothing for (a new group); none fails the job there.",
     )
     properties: dict[str, str] = Field(
         default_factory=dict, description="Further Kafka client properties (may use ${ENV})."
@@ -159,6 +166,15 @@ class KafkaSourceSpec(_SpecModel):
         for name, value in super().__repr_args__():
             # Properties may hold ${ENV} secrets (sasl.jaas.config...): show names only.
             yield name, (sorted(value) if name == "properties" else value)
+
+    @model_validator(mode="after")
+    def _reset_only_with_committed(self) -> KafkaSourceSpec:
+        if "offset_reset" in self.model_fields_set and self.starting_offsets != "committed":
+            raise ValueError(
+                f"offset_reset applies to starting_offsets: committed only; "
+                f"{self.starting_offsets} starts there on every partition"
+            )
+        return self
 
 
 class SourceSpec(_SpecModel):
