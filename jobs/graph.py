@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pyflink.common import Configuration
+from pyflink.common import Configuration, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from streamagents.connectors.connector_jars import cached_jar
@@ -41,6 +41,7 @@ from streamagents.operators.flink import (
     configure_environment,
     event_log_writer,
 )
+from streamagents.operators.flink.bounded_records import BoundRecords
 
 __all__ = [
     "APPROVALS_NAME",
@@ -171,6 +172,10 @@ def _kafka_topic(kafka: KafkaSinkSpec, spec: JobSpec, name: str) -> KafkaTopic:
 
 
 def _sink(stream: DataStream, spec: JobSpec, sink: SinkSpec, *, prefix: str, name: str) -> None:
+    """Write JSON records to a sink, each within its `max_record_bytes` (see `BoundRecords`)."""
+    bound = BoundRecords(spec.media_store, sink.max_record_bytes)
+    bounded = stream.map(bound, output_type=Types.STRING())
+    stream = bounded.name(f"{name}-bound").uid(f"{name}-bound")
     if sink.kafka is not None:
         kafka_sink(stream, _kafka_topic(sink.kafka, spec, name), name=name)
         return
@@ -226,7 +231,8 @@ def build_job(
         )
     if event_log is None or event_log.kafka is None or event_log.level == "off":
         return
-    messages = streams.events.map(EventMessages(event_log.level), output_type=MESSAGE_TYPE)
+    encode = EventMessages(event_log.level, spec.media_store, event_log.max_record_bytes)
+    messages = streams.events.map(encode, output_type=MESSAGE_TYPE)
     kafka_keyed_sink(
         messages.name(f"{EVENT_LOG_NAME}-encode").uid(f"{EVENT_LOG_NAME}-encode"),
         _kafka_topic(event_log.kafka, spec, EVENT_LOG_NAME),
