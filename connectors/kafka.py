@@ -1,12 +1,14 @@
 """Kafka topics as a source of JSON lines and as sinks of JSON records, via Flink's connector jar.
 
-The source is Flink's `KafkaSource` (record values as strings). The sink is the Kafka
-connector's table sink fed from the DataStream: the PyFlink DataStream `KafkaSink` can only
-serialize a whole element into the record key, while the table sink takes the key from a
-column (`key.fields`), so each JSON record is written as value `raw` bytes under its `key`
-field as the record key — a partition then holds one key's records in the order they
-were written. With `exactly-once` the records go out in Kafka transactions committed when
-the checkpoint covering them completes; `at-least-once` flushes on each checkpoint.
+The source is Flink's `KafkaSource`: record values as bytes, exactly as written (the parse
+step decodes them, so a value that is not UTF-8 reaches its dead letter byte for byte).
+The sink is the Kafka connector's table sink fed from the DataStream: the PyFlink
+DataStream `KafkaSink` can only serialize a whole element into the record key, while the
+table sink takes the key from a column (`key.fields`), so each JSON record is written as
+value `raw` bytes under its `key` field as the record key — a partition then holds one
+key's records in the order they were written. With `exactly-once` the records go out in
+Kafka transactions committed when the checkpoint covering them completes;
+`at-least-once` flushes on each checkpoint.
 `kafka_keyed_sink` writes rows that carry their key already, with text or bytes values
 (the event log's Avro single-object messages).
 """
@@ -20,10 +22,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pyflink.common import Row, Types, WatermarkStrategy
-from pyflink.common.serialization import SimpleStringSchema
+from pyflink.common.serialization import ByteArraySchema
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 __all__ = [
+    "RECORD_BYTES",
     "KafkaTopic",
     "add_connector_jar",
     "kafka_keyed_sink",
@@ -36,6 +39,9 @@ __all__ = [
 Delivery = Literal["exactly-once", "at-least-once"]
 StartingOffsets = Literal["earliest", "latest", "committed"]
 OffsetReset = Literal["earliest", "latest", "none"]
+
+RECORD_BYTES = Types.PRIMITIVE_ARRAY(Types.BYTE())
+"""The type of the source's elements: record values as bytes."""
 
 
 def add_connector_jar(env: StreamExecutionEnvironment, jar: str) -> None:
@@ -54,7 +60,9 @@ def kafka_source(
     properties: Mapping[str, str] | None = None,
     name: str = "kafka-source",
 ) -> DataStream:
-    """Record values of Kafka topics as strings (the connector jar must be added first).
+    """Record values of Kafka topics as bytes, exactly as written (the connector jar must be
+    added first; the parse step decodes them, and keeps the bytes of a value that is not
+    UTF-8).
 
     A job that restores no checkpoint starts at `starting_offsets`; with `committed`, a
     partition the group has committed nothing for starts at `offset_reset` (`none` fails)."""
@@ -67,12 +75,12 @@ def kafka_source(
         .set_topics(*topics)
         .set_group_id(group_id)
         .set_starting_offsets(offsets_initializer(starting_offsets, offset_reset))
-        .set_value_only_deserializer(SimpleStringSchema())
+        .set_value_only_deserializer(ByteArraySchema())
     )
     for key, value in (properties or {}).items():
         builder = builder.set_property(key, value)
     return env.from_source(
-        builder.build(), WatermarkStrategy.no_watermarks(), name, type_info=Types.STRING()
+        builder.build(), WatermarkStrategy.no_watermarks(), name, type_info=RECORD_BYTES
     ).uid(name)
 
 

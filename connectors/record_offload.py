@@ -110,7 +110,8 @@ class RecordOffload:
         for name in texts:
             if len(record[name]) <= PREFIX_CHARS:
                 break
-            offloaded[name] = self._keep_text(record[name], TEXT_MIME)
+            if name not in offloaded:  # else a ref holds the field's original already
+                offloaded[name] = self._keep_text(record[name], TEXT_MIME)
             bounded[name] = record[name][:PREFIX_CHARS]
             bounded[OFFLOADED_FIELD] = offloaded
             result = _dumps(bounded)

@@ -18,6 +18,7 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from streamagents.connectors.connector_jars import cached_jar
 from streamagents.connectors.files import jsonl_sink, jsonl_source
 from streamagents.connectors.kafka import (
+    RECORD_BYTES,
     KafkaTopic,
     add_connector_jar,
     kafka_keyed_sink,
@@ -156,7 +157,26 @@ def _inputs(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
     files = spec.approvals.files
     if files is not None and not _SCHEME.match(files.path) and not Path(files.path).exists():
         Path(files.path).mkdir(parents=True)
-    return lines.union(_source(env, spec.approvals, APPROVALS_NAME))
+    decisions = _source(env, spec.approvals, APPROVALS_NAME)
+    if (spec.source.kafka is None) != (spec.approvals.kafka is None):
+        # Kafka gives bytes, files text: the decisions take the type of the input lines.
+        name = f"{APPROVALS_NAME}-as-input"
+        if spec.source.kafka is not None:
+            decisions = decisions.map(_utf8, output_type=RECORD_BYTES)
+        else:
+            decisions = decisions.map(_text, output_type=Types.STRING())
+        decisions = decisions.name(name).uid(name)
+    return lines.union(decisions)
+
+
+def _utf8(line: str) -> bytes:
+    """A decision line from files as the bytes a Kafka input line is."""
+    return line.encode("utf-8", "surrogatepass")
+
+
+def _text(value: bytes) -> str:
+    """A decision from Kafka as text (bytes that are not UTF-8 decoded with replacements)."""
+    return value.decode("utf-8", "replace")
 
 
 def _kafka_topic(kafka: KafkaSinkSpec, spec: JobSpec, name: str) -> KafkaTopic:

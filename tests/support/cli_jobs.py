@@ -16,10 +16,13 @@ CLI = [str(Path(sys.executable).parent / "streamagents")]
 
 
 def demo_env() -> dict[str, str]:
-    """This environment without provider API keys (the demo model is used) and with this
-    interpreter's bin first on PATH."""
+    """This environment without provider API keys (the demo model is used), with this
+    interpreter's bin first on PATH and this folder on PYTHONPATH (so a spec may name a
+    test double of it as a responder)."""
     env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    support = str(Path(__file__).resolve().parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (support, env.get("PYTHONPATH")) if p)
     return env
 
 

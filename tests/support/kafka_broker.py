@@ -43,6 +43,9 @@ _SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "auto.create.topics.enable": "false",
     "log.flush.interval.messages": "10000",
+    # Input records up to 25 MiB (the tests write bad lines of 20 MB); producers still refuse
+    # records over their own max.request.size (1 MiB by default), as a job's sinks do.
+    "message.max.bytes": str(25 * 1024 * 1024),
 }
 
 _LOG4J2 = """\
