@@ -101,7 +101,7 @@ class DeadLetter(_EmittedRecord):
     def to_json(self) -> str:
         """The record as emitted (`offloaded` only when set); a lone surrogate in the input
         as received is escaped."""
-        letter = self.model_dump(mode="json", exclude={"offloaded"})
+        letter = self.model_dump(exclude={"offloaded"})
         if self.offloaded is not None:
             letter["offloaded"] = {
                 name: ref.model_dump(mode="json", exclude_none=True)

@@ -50,8 +50,12 @@ def start_run(spec: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[str]
             found.append(match)
         return bool(match) or process.poll() is not None
 
-    wait_for(started, 120)
-    assert found, log.read_text()[-3000:]
+    try:
+        wait_for(started, 120)
+        assert found, log.read_text()[-3000:]
+    except BaseException:
+        process.kill()  # a job that starts after the test gave up must not run on
+        raise
     return process, found[0].group(1), found[0].group(2)
 
 
