@@ -51,7 +51,7 @@ def start_run(spec: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[str]
         return bool(match) or process.poll() is not None
 
     try:
-        wait_for(started, 120)
+        wait_for(started, 300)  # a loaded machine takes minutes to start a JVM
         assert found, log.read_text()[-3000:]
     except BaseException:
         process.kill()  # a job that starts after the test gave up must not run on
