@@ -1,12 +1,14 @@
 """Kafka topics as a source of JSON lines and as sinks of JSON records, via Flink's connector jar.
 
-The source is Flink's `KafkaSource` (record values as strings). The sink is the Kafka
-connector's table sink fed from the DataStream: the PyFlink DataStream `KafkaSink` can only
-serialize a whole element into the record key, while the table sink takes the key from a
-column (`key.fields`), so each JSON record is written as value `raw` bytes under its `key`
-field as the record key — a partition then holds one key's records in the order they
-were written. With `exactly-once` the records go out in Kafka transactions committed when
-the checkpoint covering them completes; `at-least-once` flushes on each checkpoint.
+The source is Flink's `KafkaSource`: record values as bytes, exactly as written (the parse
+step decodes them, so a value that is not UTF-8 reaches its dead letter byte for byte).
+The sink is the Kafka connector's table sink fed from the DataStream: the PyFlink
+DataStream `KafkaSink` can only serialize a whole element into the record key, while the
+table sink takes the key from a column (`key.fields`), so each JSON record is written as
+value `raw` bytes under its `key` field as the record key — a partition then holds one
+key's records in the order they were written. With `exactly-once` the records go out in
+Kafka transactions committed when the checkpoint covering them completes;
+`at-least-once` flushes on each checkpoint.
 `kafka_keyed_sink` writes rows that carry their key already, with text or bytes values
 (the event log's Avro single-object messages).
 """
@@ -17,22 +19,29 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pyflink.common import Row, Types, WatermarkStrategy
-from pyflink.common.serialization import SimpleStringSchema
+from pyflink.common.serialization import ByteArraySchema
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 __all__ = [
+    "RECORD_BYTES",
     "KafkaTopic",
     "add_connector_jar",
     "kafka_keyed_sink",
     "kafka_sink",
     "kafka_source",
+    "offsets_initializer",
     "record_key",
 ]
 
 Delivery = Literal["exactly-once", "at-least-once"]
+StartingOffsets = Literal["earliest", "latest", "committed"]
+OffsetReset = Literal["earliest", "latest", "none"]
+
+RECORD_BYTES = Types.PRIMITIVE_ARRAY(Types.BYTE())
+"""The type of the source's elements: record values as bytes."""
 
 
 def add_connector_jar(env: StreamExecutionEnvironment, jar: str) -> None:
@@ -46,32 +55,49 @@ def kafka_source(
     topics: Sequence[str],
     bootstrap_servers: str,
     group_id: str,
-    starting_offsets: str = "committed",
+    starting_offsets: StartingOffsets = "committed",
+    offset_reset: OffsetReset = "earliest",
     properties: Mapping[str, str] | None = None,
     name: str = "kafka-source",
 ) -> DataStream:
-    """Record values of Kafka topics as strings (the connector jar must be added first)."""
-    # Imported late: the classes only load once the connector jar is on the classpath.
-    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+    """Record values of Kafka topics as bytes, exactly as written (the connector jar must be
+    added first; the parse step decodes them, and keeps the bytes of a value that is not
+    UTF-8).
 
-    offsets = {
-        "earliest": KafkaOffsetsInitializer.earliest,
-        "latest": KafkaOffsetsInitializer.latest,
-        "committed": KafkaOffsetsInitializer.committed_offsets,
-    }[starting_offsets]()
+    A job that restores no checkpoint starts at `starting_offsets`; with `committed`, a
+    partition the group has committed nothing for starts at `offset_reset` (`none` fails)."""
+    # Imported late: the classes only load once the connector jar is on the classpath.
+    from pyflink.datastream.connectors.kafka import KafkaSource
+
     builder = (
         KafkaSource.builder()
         .set_bootstrap_servers(bootstrap_servers)
         .set_topics(*topics)
         .set_group_id(group_id)
-        .set_starting_offsets(offsets)
-        .set_value_only_deserializer(SimpleStringSchema())
+        .set_starting_offsets(offsets_initializer(starting_offsets, offset_reset))
+        .set_value_only_deserializer(ByteArraySchema())
     )
     for key, value in (properties or {}).items():
         builder = builder.set_property(key, value)
     return env.from_source(
-        builder.build(), WatermarkStrategy.no_watermarks(), name, type_info=Types.STRING()
+        builder.build(), WatermarkStrategy.no_watermarks(), name, type_info=RECORD_BYTES
     ).uid(name)
+
+
+def offsets_initializer(starting_offsets: StartingOffsets, offset_reset: OffsetReset) -> Any:
+    """The connector's `OffsetsInitializer` for a source's starting offsets and, with
+    `committed`, the reset strategy for partitions without a committed offset."""
+    from pyflink.datastream.connectors.kafka import (
+        KafkaOffsetResetStrategy,
+        KafkaOffsetsInitializer,
+    )
+
+    if starting_offsets == "earliest":
+        return KafkaOffsetsInitializer.earliest()
+    if starting_offsets == "latest":
+        return KafkaOffsetsInitializer.latest()
+    reset = KafkaOffsetResetStrategy[offset_reset.upper()]
+    return KafkaOffsetsInitializer.committed_offsets(reset)
 
 
 def record_key(record: str) -> str | None:

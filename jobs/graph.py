@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pyflink.common import Configuration
+from pyflink.common import Configuration, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from streamagents.connectors.connector_jars import cached_jar
 from streamagents.connectors.files import jsonl_sink, jsonl_source
 from streamagents.connectors.kafka import (
+    RECORD_BYTES,
     KafkaTopic,
     add_connector_jar,
     kafka_keyed_sink,
@@ -41,6 +42,7 @@ from streamagents.operators.flink import (
     configure_environment,
     event_log_writer,
 )
+from streamagents.operators.flink.bounded_records import BoundRecords
 
 __all__ = [
     "APPROVALS_NAME",
@@ -161,7 +163,26 @@ def _inputs(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
     files = spec.approvals.files
     if files is not None and not _SCHEME.match(files.path) and not Path(files.path).exists():
         Path(files.path).mkdir(parents=True)
-    return lines.union(_source(env, spec.approvals, APPROVALS_NAME))
+    decisions = _source(env, spec.approvals, APPROVALS_NAME)
+    if (spec.source.kafka is None) != (spec.approvals.kafka is None):
+        # Kafka gives bytes, files text: the decisions take the type of the input lines.
+        name = f"{APPROVALS_NAME}-as-input"
+        if spec.source.kafka is not None:
+            decisions = decisions.map(_utf8, output_type=RECORD_BYTES)
+        else:
+            decisions = decisions.map(_text, output_type=Types.STRING())
+        decisions = decisions.name(name).uid(name)
+    return lines.union(decisions)
+
+
+def _utf8(line: str) -> bytes:
+    """A decision line from files as the bytes a Kafka input line is."""
+    return line.encode("utf-8", "surrogatepass")
+
+
+def _text(value: bytes) -> str:
+    """A decision from Kafka as text (bytes that are not UTF-8 decoded with replacements)."""
+    return value.decode("utf-8", "replace")
 
 
 def _kafka_topic(kafka: KafkaSinkSpec, spec: JobSpec, name: str) -> KafkaTopic:
@@ -177,6 +198,10 @@ def _kafka_topic(kafka: KafkaSinkSpec, spec: JobSpec, name: str) -> KafkaTopic:
 
 
 def _sink(stream: DataStream, spec: JobSpec, sink: SinkSpec, *, prefix: str, name: str) -> None:
+    """Write JSON records to a sink, each within its `max_record_bytes` (see `BoundRecords`)."""
+    bound = BoundRecords(spec.media_store, sink.max_record_bytes)
+    bounded = stream.map(bound, output_type=Types.STRING())
+    stream = bounded.name(f"{name}-bound").uid(f"{name}-bound")
     if sink.kafka is not None:
         kafka_sink(stream, _kafka_topic(sink.kafka, spec, name), name=name)
         return
@@ -232,7 +257,8 @@ def build_job(
         )
     if event_log is None or event_log.kafka is None or event_log.level == "off":
         return
-    messages = streams.events.map(EventMessages(event_log.level), output_type=MESSAGE_TYPE)
+    encode = EventMessages(event_log.level, spec.media_store, event_log.max_record_bytes)
+    messages = streams.events.map(encode, output_type=MESSAGE_TYPE)
     kafka_keyed_sink(
         messages.name(f"{EVENT_LOG_NAME}-encode").uid(f"{EVENT_LOG_NAME}-encode"),
         _kafka_topic(event_log.kafka, spec, EVENT_LOG_NAME),

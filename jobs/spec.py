@@ -34,6 +34,7 @@ from pydantic import (
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
 from streamagents.connectors.providers import PROVIDER_NAMES, PROVIDERS
+from streamagents.connectors.record_offload import DEFAULT_MAX_RECORD_BYTES, MIN_MAX_RECORD_BYTES
 from streamagents.jobs._telemetry_env import TelemetryEnvError, telemetry_config
 from streamagents.jobs._yaml_source import (
     FieldPath,
@@ -151,7 +152,14 @@ class KafkaSourceSpec(_SpecModel):
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
     group_id: str = Field(min_length=1, description="Consumer group id.")
     starting_offsets: Literal["earliest", "latest", "committed"] = Field(
-        default="committed", description="Where to start when the group has no offsets."
+        default="committed",
+        description="Where a job that restores no checkpoint starts: the group's committed "
+        "offsets, or always the earliest or the latest offset.",
+    )
+    offset_reset: Literal["earliest", "latest", "none"] = Field(
+        default="earliest",
+        description="With committed offsets: where to start on a partition the group has "
+        "committed nothing for (a new group); none fails the job there.",
     )
     properties: dict[str, str] = Field(
         default_factory=dict, description="Further Kafka client properties (may use ${ENV})."
@@ -161,6 +169,15 @@ class KafkaSourceSpec(_SpecModel):
         for name, value in super().__repr_args__():
             # Properties may hold ${ENV} secrets (sasl.jaas.config...): show names only.
             yield name, (sorted(value) if name == "properties" else value)
+
+    @model_validator(mode="after")
+    def _reset_only_with_committed(self) -> KafkaSourceSpec:
+        if "offset_reset" in self.model_fields_set and self.starting_offsets != "committed":
+            raise ValueError(
+                f"offset_reset applies to starting_offsets: committed only; "
+                f"{self.starting_offsets} starts there on every partition"
+            )
+        return self
 
 
 class SourceSpec(_SpecModel):
@@ -339,12 +356,20 @@ class EventLogSpec(_SpecModel):
     )
     roll_bytes: int | None = Field(default=None, ge=1, description="Roll a file at this size.")
     roll_seconds: float | None = Field(default=None, gt=0, description="Roll after this long.")
+    max_record_bytes: int = Field(
+        default=DEFAULT_MAX_RECORD_BYTES,
+        ge=MIN_MAX_RECORD_BYTES,
+        description="Topic only: most bytes of one message; a larger event is stored whole in "
+        "the media store and its message keeps bounded texts and the ref.",
+    )
 
     @model_validator(mode="after")
     def _path_or_topic(self) -> EventLogSpec:
         self._exactly_one_of("path", "kafka")
         if self.kafka is not None and (self.roll_bytes or self.roll_seconds):
             raise ValueError("roll_bytes and roll_seconds apply to event-log files, not a topic")
+        if self.path is not None and "max_record_bytes" in self.model_fields_set:
+            raise ValueError("max_record_bytes applies to an event-log topic, not files")
         return self
 
     def describe(self) -> str:
@@ -360,6 +385,12 @@ class SinkSpec(_SpecModel):
         description="Directory of JSONL part files, written exactly once by Flink's file sink.",
     )
     kafka: KafkaSinkSpec | None = Field(default=None, description="A Kafka topic.")
+    max_record_bytes: int = Field(
+        default=DEFAULT_MAX_RECORD_BYTES,
+        ge=MIN_MAX_RECORD_BYTES,
+        description="Most UTF-8 bytes of one record; a larger one keeps a prefix of its "
+        "longest texts and the media-store refs of the whole (under Kafka's 1 MiB by default).",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SinkSpec:

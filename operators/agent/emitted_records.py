@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.serde.chat import AnsweredBy, TokenUsage
-from streamagents.serde.messages import Part
+from streamagents.serde.messages import MediaRef, Part
 
 __all__ = ["ApprovalRequest", "DeadLetter", "OutputRecord", "dead_letter_record"]
 
@@ -80,6 +80,11 @@ class DeadLetter(_EmittedRecord):
     key: str | None = Field(default=None, description="The key, when known.")
     id: str | None = Field(default=None, description="The record's id, when known.")
     input: str = Field(description="The input line as received.")
+    offloaded: dict[str, MediaRef] | None = Field(
+        default=None,
+        description="Refs of what the record holds only a prefix or a decoding of: `input` "
+        "when the line was not UTF-8 (its exact bytes), or over the sink's limit.",
+    )
 
     @classmethod
     def build(
@@ -90,9 +95,12 @@ class DeadLetter(_EmittedRecord):
         *,
         key: str | None = None,
         record_id: str | None = None,
+        received_bytes: MediaRef | None = None,
     ) -> DeadLetter:
         """The dead letter of `received` (the whole line: a caller whose run kept it in the
-        media store reads it back first); `record_id` defaults to the id the line gives."""
+        media store reads it back first); `record_id` defaults to the id the line gives;
+        `received_bytes` is the ref of the line's exact bytes when `received` decodes them
+        with replacements."""
         return cls(
             stage=stage,
             error_type=error.type,
@@ -100,11 +108,18 @@ class DeadLetter(_EmittedRecord):
             key=key,
             id=record_id if record_id is not None else _given_id(received),
             input=received,
+            offloaded=None if received_bytes is None else {"input": received_bytes},
         )
 
     def to_json(self) -> str:
-        """The record as emitted; a lone surrogate in the input as received is escaped."""
-        letter = self.model_dump()
+        """The record as emitted (`offloaded` only when set); a lone surrogate in the input
+        as received is escaped."""
+        letter = self.model_dump(exclude={"offloaded"})
+        if self.offloaded is not None:
+            letter["offloaded"] = {
+                name: ref.model_dump(mode="json", exclude_none=True)
+                for name, ref in self.offloaded.items()
+            }
         text = json.dumps(letter, ensure_ascii=False)
         if not text.isascii():
             try:
@@ -136,9 +151,12 @@ def dead_letter_record(
     *,
     key: str | None = None,
     record_id: str | None = None,
+    received_bytes: MediaRef | None = None,
 ) -> str:
     """The JSON of `DeadLetter.build(...)`, for a caller that emits it at once."""
-    return DeadLetter.build(stage, error, received, key=key, record_id=record_id).to_json()
+    return DeadLetter.build(
+        stage, error, received, key=key, record_id=record_id, received_bytes=received_bytes
+    ).to_json()
 
 
 def _given_id(received: str) -> str | None:

@@ -4,9 +4,11 @@ A decision on a parked tool call (a line with `approval`) goes on as (key, its c
 decision line), which the agent function tells from inputs by its start.
 
 A line that cannot become a run goes to the dead-letter side output with the reason and
-the raw line; a good one goes on as `(key, line)`, its inline media above the offload
-threshold already in the media store and the line holding their refs, so a queued input
-never keeps media bytes in keyed state.
+the raw line (a Kafka record value that is not UTF-8: the line decoded with replacement
+characters, and its exact bytes in the media store, under `offloaded.input`); a good one
+goes on as `(key, line)`, its inline media above the offload threshold already in the
+media store and the line holding their refs, so a queued input never keeps media bytes in
+keyed state.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from streamagents.operators.agent.records import (
 )
 from streamagents.operators.flink._task_watch import TaskWatch
 from streamagents.operators.flink.side_outputs import DEAD_LETTERS_TAG
+from streamagents.serde.messages import MediaRef
 from streamagents.serde.safe_text import clip
 
 __all__ = ["KEYED_INPUT_TYPE", "ParseRecords"]
@@ -69,8 +72,42 @@ class ParseRecords(ProcessFunction):
             self._store = MediaStore(self._media_root)
         return offload_input(record, self._store, self._threshold)
 
+    def _keep_bytes(self, data: bytes) -> MediaRef:
+        """Store an input's exact bytes (on the worker thread only)."""
+        if self._store is None:
+            self._store = MediaStore(self._media_root)
+        return self._store.put(data, "application/octet-stream")
+
+    def _not_utf8(self, value: bytes, error: UnicodeDecodeError) -> str:
+        """The dead letter of input bytes that are not UTF-8: the line decoded with
+        replacement characters, and the ref of its exact bytes."""
+        reason = ErrorInfo(
+            type="InvalidText",
+            message=f"input is not valid UTF-8 text ({error.reason} at offset {error.start})",
+        )
+        received = value.decode("utf-8", "replace")
+        try:
+            exact = self._worker.submit(self._keep_bytes, value).result()
+        except Exception as store_error:
+            reason = ErrorInfo(
+                type="MediaStoreError",
+                message=clip(
+                    f"{reason.message}; its bytes could not be stored: "
+                    f"{type(store_error).__name__}: {store_error}"
+                ),
+            )
+            exact = None
+        return dead_letter_record("parse", reason, received, received_bytes=exact)
+
     def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterator[Any]:
-        """Validate one line, offload its large inline media and route it."""
+        """Validate one line (text, or UTF-8 bytes from Kafka), offload its large inline media
+        and route it."""
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError as error:
+                yield DEAD_LETTERS_TAG, self._not_utf8(value, error)
+                return
         try:
             if not isinstance(value, str):
                 raise InputError(

@@ -71,6 +71,30 @@ def test_kafka_sink_defaults_to_exactly_once_with_a_15_minute_transaction_timeou
     assert spec.sinks.dead_letters.describe() == str(tmp_path / "out" / "dead")
 
 
+def test_a_kafka_source_starts_at_committed_offsets_falling_back_to_earliest(
+    tmp_path: Path,
+) -> None:
+    source = load_spec(write(tmp_path, KAFKA_JOB), ENV).spec.source.kafka
+    assert source is not None
+    assert (source.starting_offsets, source.offset_reset) == ("committed", "earliest")
+    text = KAFKA_JOB.replace(
+        "    group_id: tickets", "    group_id: tickets\n    offset_reset: none"
+    )
+    source = load_spec(write(tmp_path, text), ENV).spec.source.kafka
+    assert source is not None and source.offset_reset == "none"
+
+
+def test_offset_reset_is_refused_beside_starting_offsets_that_ignore_the_group(
+    tmp_path: Path,
+) -> None:
+    text = KAFKA_JOB.replace(
+        "    group_id: tickets",
+        "    group_id: tickets\n    starting_offsets: earliest\n    offset_reset: latest",
+    )
+    with pytest.raises(SpecError, match="offset_reset applies to starting_offsets: committed"):
+        load_spec(write(tmp_path, text), ENV)
+
+
 def test_a_missing_connector_jar_names_the_command_to_run(tmp_path: Path, jar_cache: Path) -> None:
     loaded = load_spec(write(tmp_path, KAFKA_JOB), ENV)
     with pytest.raises(SpecError) as caught:

@@ -76,3 +76,18 @@ def test_validate_refuses_an_event_log_uri_naming_the_field(
     assert main(["validate", str(spec)]) == 2
     err = capsys.readouterr().err
     assert f"{spec}:36: event_log.path: expected a local (or mounted) directory, not a URI" in err
+
+
+def test_the_docs_example_of_errors_in_a_spec_is_what_validate_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = (EXAMPLE.parents[2] / "docs" / "jobs-and-cli.md").read_text()
+    section = page.split("### Errors in a spec", 1)[1].split("\n## ", 1)[0]
+    spec_text = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    shown = section.split("```text\n", 1)[1].split("```", 1)[0]
+    command, expected = shown.split("\n", 1)
+    assert command == "$ streamagents validate typo.yaml"
+    (tmp_path / "typo.yaml").write_text(spec_text)
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "typo.yaml"]) == 2
+    assert capsys.readouterr().err == expected

@@ -2,14 +2,18 @@
 
 A real broker (session fixture) holds a 3-partition input topic. A producer writes inputs
 keyed by customer (some with an inline PNG, some malformed: not JSON, or without the
-key). `streamagents run` reads them with `starting_offsets: earliest`, answers through the
-demo model (the loopback stub's scripted Gemini double) and writes outputs, dead letters
-and the event log (Avro single-object messages) to topics exactly once. When every answer
-of the first batch is committed, the job is stopped with a savepoint; a second batch is
-written and the job resumes from the savepoint. A `read_committed` consumer then finds
-exactly one output per input id, one dead letter per malformed record, each key's outputs
-in input order in one partition, the source's consumer group with no lag, and each run's
-events once, readable under every schema version.
+key; among them a 2 MB line that is not JSON and a 20 MB line that is not UTF-8).
+`streamagents run` reads them with the default starting offsets (the new consumer group's
+committed offsets, of which it has none: so from the earliest), answers through the demo
+model (the loopback stub's scripted Gemini double) and writes outputs, dead letters and the
+event log (Avro single-object messages, `verbose`) to topics exactly once. When every
+answer of the first batch is committed, the job is stopped with a savepoint; a second batch
+is written, ending with an input whose answer is 1.3 MB, and the job resumes from the
+savepoint. A `read_committed` consumer then finds exactly one output per input id, one dead
+letter per malformed record, no record over the sinks' 1,000,000-byte limit (the large
+dead letters, the long answer and its events keep prefixes and media-store refs that read
+back the exact bytes), each key's outputs in input order in one partition, the source's
+consumer group with no lag, and each run's events once, readable under every schema version.
 """
 
 from __future__ import annotations
@@ -34,15 +38,26 @@ from kafka_tools import (
     read_topic,
     read_topic_bytes,
 )
+from long_answer_responder import LONG_ANSWER_MARKER, long_answer
 
+from streamagents.connectors.media import MediaStore
+from streamagents.connectors.record_offload import DEFAULT_MAX_RECORD_BYTES, PREFIX_CHARS
+from streamagents.jobs._eventlog_topic import OFFLOADED_EVENT
 from streamagents.serde import avro_single_object
 from streamagents.serde.avro import SCHEMA_VERSIONS
+from streamagents.serde.messages import MediaRef
 
 KEYS = 12
 FIRST, SECOND = 160, 80  # good inputs in the first and second batch
 IMAGE_EVERY = 8
 MALFORMED_EVERY = 20  # after every 20th good input, one malformed record
 PARTITIONS = 3
+LONG_ID = "in-long"  # the last input: its answer is over a Kafka record's 1 MiB
+BAD_2MB = '{"id": "bad-2mb", "customer": {"id": "c-01"}, "text": "' + "é" * 1_000_000
+"""2 MB of UTF-8 that is not JSON (it never ends)."""
+BAD_20MB = '{"id": "bad-20mb", "customer": {"id": "c-02"}, "text": "' + "y" * 20_000_000 + "\udcff"
+"""20 MB that is not UTF-8: the test producer writes the escaped byte 0xff as it is."""
+ANSWER_IDS = [f"in-{n:04d}" for n in range(FIRST + SECOND)] + [LONG_ID]
 
 
 def batch(start: int, count: int) -> tuple[list[tuple[str | None, str]], set[str]]:
@@ -74,17 +89,20 @@ def batch(start: int, count: int) -> tuple[list[tuple[str | None, str]], set[str
 
 
 def write_spec(directory: Path, broker: KafkaBroker, topics: dict[str, str]) -> Path:
-    """The job spec: Kafka in, demo model, Kafka out (exactly once), 1 s checkpoints."""
+    """The job spec: Kafka in (default starting offsets), demo model, Kafka out (exactly
+    once, default record limits), 1 s checkpoints."""
     servers = broker.bootstrap_servers
+    source = kafka_source(servers, topics["inputs"], "kafka-e2e")
+    del source["kafka"]["starting_offsets"]
     spec = {
         "name": "kafka-e2e",
-        "source": kafka_source(servers, topics["inputs"], "kafka-e2e"),
+        "source": source,
         "key": "customer.id",
         "agent": {
             "model": {
                 "provider": "demo",
                 "model": "kafka-demo",
-                "responder": "streamagents.jobs.examples.demo_responder:respond",
+                "responder": "long_answer_responder:respond",
             },
             "system_prompt": "Answer the customer's question.",
             "max_in_flight": 16,
@@ -92,7 +110,7 @@ def write_spec(directory: Path, broker: KafkaBroker, topics: dict[str, str]) -> 
         "media_store": "media",
         "event_log": {
             "kafka": {"topic": topics["events"], "bootstrap_servers": servers},
-            "level": "standard",
+            "level": "verbose",
         },
         "sinks": kafka_sinks(servers, topics["outputs"], topics["dead"]),
         "parallelism": 2,
@@ -124,6 +142,7 @@ def kafka_run(
     servers = kafka_broker.bootstrap_servers
     spec = write_spec(workdir, kafka_broker, topics)
     first, malformed = batch(0, FIRST)
+    first[FIRST // 2 : FIRST // 2] = [("c-01", BAD_2MB), ("c-02", BAD_20MB)]
     produce(servers, topics["inputs"], first)
 
     def answered(count: int) -> bool:
@@ -139,10 +158,12 @@ def kafka_run(
     after_first = committed_ids(read_topic(servers, topics["outputs"]))
 
     second, more_malformed = batch(FIRST, SECOND)
+    long_input = {"id": LONG_ID, "customer": {"id": "c-00"}, "seq": FIRST + SECOND}
+    second.append(("c-00", json.dumps(long_input | {"text": LONG_ANSWER_MARKER})))
     produce(servers, topics["inputs"], second)
     process, job_id, address = start_run(spec, workdir / "second.log", "--from-savepoint", location)
     try:
-        wait_for(lambda: answered(FIRST + SECOND), 240)
+        wait_for(lambda: answered(FIRST + SECOND + 1), 240)
         wait_for(lambda: committed_lag(servers, "kafka-e2e", topics["inputs"]) == 0, 60)
         savepoint(job_id, address, workdir / "savepoints")
         process.wait(timeout=120)
@@ -152,8 +173,9 @@ def kafka_run(
         "outputs": read_topic(servers, topics["outputs"]),
         "dead": read_topic(servers, topics["dead"]),
         "events": read_topic_bytes(servers, topics["events"]),
+        "store": MediaStore(str(workdir / "media")),
         "after_first": after_first,
-        "malformed": malformed | more_malformed,
+        "malformed": malformed | more_malformed | {"bad-2mb", "bad-20mb"},
         "lag": committed_lag(servers, "kafka-e2e", topics["inputs"]),
         "inputs": len(first) + len(second),
     }
@@ -163,7 +185,7 @@ def test_every_input_is_answered_exactly_once_across_the_savepoint(
     kafka_run: dict[str, Any],
 ) -> None:
     ids = committed_ids(kafka_run["outputs"])
-    assert sorted(ids) == [f"in-{n:04d}" for n in range(FIRST + SECOND)]
+    assert sorted(ids) == ANSWER_IDS
     assert set(ids.values()) == {1}, [i for i, c in ids.items() if c > 1]
     assert sorted(kafka_run["after_first"]) == [f"in-{n:04d}" for n in range(FIRST)]
     assert all(r.json()["status"] == "ok" for r in kafka_run["outputs"])
@@ -182,7 +204,62 @@ def test_one_dead_letter_per_malformed_record_with_its_reason(kafka_run: dict[st
         next(m for m in kafka_run["malformed"] if m in letter["input"]) for letter in letters
     )
     assert set(markers) == kafka_run["malformed"] and set(markers.values()) == {1}
-    assert {letter["error_type"] for letter in letters} == {"InvalidJson", "MissingKey"}
+    assert {letter["error_type"] for letter in letters} == {
+        "InvalidJson",
+        "MissingKey",
+        "InvalidText",
+    }
+
+
+def test_no_record_on_any_topic_exceeds_the_sinks_limit(kafka_run: dict[str, Any]) -> None:
+    for topic in ("outputs", "dead"):
+        sizes = [len(r.value.encode()) for r in kafka_run[topic]]
+        assert max(sizes) <= DEFAULT_MAX_RECORD_BYTES, topic
+    assert max(len(m.value) for m in kafka_run["events"]) <= DEFAULT_MAX_RECORD_BYTES
+
+
+def test_a_2mb_bad_line_keeps_a_prefix_and_its_ref_reads_back_the_exact_line(
+    kafka_run: dict[str, Any],
+) -> None:
+    (letter,) = [r.json() for r in kafka_run["dead"] if '"bad-2mb"' in r.json()["input"]]
+    assert letter["error_type"] == "InvalidJson" and letter["key"] is None
+    assert letter["input"] == BAD_2MB[:PREFIX_CHARS]
+    ref = MediaRef.model_validate(letter["offloaded"]["input"])
+    assert ref.size_bytes == len(BAD_2MB.encode()) > 2_000_000
+    assert kafka_run["store"].get(ref) == BAD_2MB.encode()
+
+
+def test_a_20mb_line_that_is_not_utf8_reads_back_byte_for_byte(kafka_run: dict[str, Any]) -> None:
+    (letter,) = [r.json() for r in kafka_run["dead"] if '"bad-20mb"' in r.json()["input"]]
+    assert letter["error_type"] == "InvalidText" and "not valid UTF-8" in letter["reason"]
+    assert letter["input"] == BAD_20MB[:PREFIX_CHARS]
+    ref = MediaRef.model_validate(letter["offloaded"]["input"])
+    assert ref.mime_type == "application/octet-stream"
+    assert kafka_run["store"].get(ref) == BAD_20MB.encode("utf-8", "surrogateescape")
+
+
+def test_an_answer_over_1_mib_keeps_a_prefix_and_its_ref_reads_back_the_whole_text(
+    kafka_run: dict[str, Any],
+) -> None:
+    (output,) = [r.json() for r in kafka_run["outputs"] if r.json()["id"] == LONG_ID]
+    assert output["status"] == "ok" and output["key"] == "c-00"
+    assert output["text"] == long_answer()[:PREFIX_CHARS]
+    ref = MediaRef.model_validate(output["offloaded"]["text"])
+    assert kafka_run["store"].get(ref) == long_answer().encode()
+
+
+def test_events_of_the_long_answer_are_stored_whole_and_referenced(
+    kafka_run: dict[str, Any],
+) -> None:
+    records = [avro_single_object.decode(m.value) for m in kafka_run["events"]]
+    bounded = [r for r in records if OFFLOADED_EVENT in r["payload"]["attributes"]]
+    stored = [
+        json.loads(kafka_run["store"].get(MediaRef.model_validate_json(ref)))
+        for ref in (r["payload"]["attributes"][OFFLOADED_EVENT] for r in bounded)
+    ]
+    assert [e["event_id"] for e in stored] == [r["event_id"] for r in bounded]
+    answers = [e for e in stored if e["event_type"] == "chat_response"]
+    assert [e["payload"]["messages"][0]["content"] for e in answers] == [long_answer()]
 
 
 def test_outputs_are_keyed_by_customer_and_each_key_keeps_input_order(
@@ -215,7 +292,7 @@ def test_the_event_log_topic_holds_each_run_once_readable_under_every_version(
         outputs = Counter(
             r["payload"]["attributes"]["input_id"] for r in records if r["event_type"] == "output"
         )
-        assert sorted(outputs) == [f"in-{n:04d}" for n in range(FIRST + SECOND)]
+        assert sorted(outputs) == ANSWER_IDS
         assert set(outputs.values()) == {1}
     runs: dict[str, list[int]] = defaultdict(list)
     for message in sorted(messages, key=lambda m: (m.partition, m.offset)):

@@ -16,10 +16,13 @@ CLI = [str(Path(sys.executable).parent / "streamagents")]
 
 
 def demo_env() -> dict[str, str]:
-    """This environment without provider API keys (the demo model is used) and with this
-    interpreter's bin first on PATH."""
+    """This environment without provider API keys (the demo model is used), with this
+    interpreter's bin first on PATH and this folder on PYTHONPATH (so a spec may name a
+    test double of it as a responder)."""
     env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "OPENAI_API_KEY")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    support = str(Path(__file__).resolve().parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (support, env.get("PYTHONPATH")) if p)
     return env
 
 
@@ -47,8 +50,12 @@ def start_run(spec: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[str]
             found.append(match)
         return bool(match) or process.poll() is not None
 
-    wait_for(started, 120)
-    assert found, log.read_text()[-3000:]
+    try:
+        wait_for(started, 300)  # a loaded machine takes minutes to start a JVM
+        assert found, log.read_text()[-3000:]
+    except BaseException:
+        process.kill()  # a job that starts after the test gave up must not run on
+        raise
     return process, found[0].group(1), found[0].group(2)
 
 

@@ -21,7 +21,7 @@ from typing_extensions import Self
 
 from streamagents.jobs.cluster import free_port
 
-__all__ = ["KafkaBroker"]
+__all__ = ["KafkaBroker", "cluster_id"]
 
 _CLIENT_LOG = logging.getLogger("kafka-test-client")
 """librdkafka logs here instead of stderr (it reports every refused connect while waiting)."""
@@ -43,6 +43,9 @@ _SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "auto.create.topics.enable": "false",
     "log.flush.interval.messages": "10000",
+    # Input records up to 25 MiB (the tests write bad lines of 20 MB); producers still refuse
+    # records over their own max.request.size (1 MiB by default), as a job's sinks do.
+    "message.max.bytes": str(25 * 1024 * 1024),
 }
 
 _LOG4J2 = """\
@@ -59,6 +62,17 @@ logger.kafka.level = warn
 logger.apache.name = org.apache.kafka
 logger.apache.level = warn
 """
+
+
+def cluster_id(raw: bytes) -> str:
+    """A KRaft cluster id from 16 random bytes that `kafka-storage format -t` takes as a value.
+
+    Kafka ids are URL-safe base64 without padding, whose first character comes from the
+    first byte's top 6 bits: with the top bit clear it is one of `A`-`Z`, `a`-`f`, never
+    `-` (which the tool reads as an option) or `_`."""
+    if len(raw) != 16:
+        raise ValueError(f"a cluster id is 16 bytes, not {len(raw)}")
+    return base64.urlsafe_b64encode(bytes([raw[0] & 0x7F]) + raw[1:]).rstrip(b"=").decode()
 
 
 class KafkaBroker:
@@ -114,10 +128,14 @@ class KafkaBroker:
     def start(self, timeout_s: float = 90.0) -> Self:
         """Format the log directory, start the broker and wait until it answers."""
         properties = self._configure()
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         formatted = subprocess.run(
             self._java(
-                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties)
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id(uuid.uuid4().bytes),
+                "-c",
+                str(properties),
             ),
             capture_output=True,
             text=True,

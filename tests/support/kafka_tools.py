@@ -54,7 +54,12 @@ class TopicRecord:
 def produce(bootstrap_servers: str, topic: str, records: Iterable[tuple[str | None, str]]) -> int:
     """Write (key, value) records to `topic` with an idempotent producer; returns how many."""
     producer = Producer(
-        {"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "logger": _LOG}
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "enable.idempotence": True,
+            "message.max.bytes": 25 * 1024 * 1024,  # up to what the test broker takes
+            "logger": _LOG,
+        }
     )
     count = 0
     for key, value in records:

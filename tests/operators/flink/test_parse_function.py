@@ -13,10 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streamagents.connectors.media import MediaStore
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.agent.records import parse_input
 from streamagents.operators.flink.parse_records import ParseRecords
 from streamagents.operators.flink.side_outputs import DEAD_LETTERS_TAG
+from streamagents.serde.messages import MediaRef
 
 BIG = b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"parse").digest() * 2048  # ~64 KiB
 SMALL = b"\x89PNG\r\n\x1a\n" + b"\x01" * 100
@@ -155,3 +157,24 @@ def test_any_text_line_gives_one_keyed_line_or_one_dead_letter(
     assert len(emitted) == 1
     if emitted[0][0] is DEAD_LETTERS_TAG:
         assert json.loads(emitted[0][1])["input"] == raw
+
+
+def test_kafka_bytes_that_are_utf8_parse_as_the_same_line(parse: ParseRecords) -> None:
+    raw = json.dumps({"key": "k", "id": "u-1", "text": "grüß dich"}, ensure_ascii=False)
+    assert list(parse.process_element(raw.encode(), None)) == [("k", raw)]
+
+
+def test_kafka_bytes_that_are_not_utf8_dead_letter_with_a_ref_to_the_exact_bytes(
+    parse: ParseRecords, tmp_path: Path
+) -> None:
+    raw = b'{"key": "k", "id": "b-1", "text": "caf\xe9"}'
+    [(tag, letter_json)] = list(parse.process_element(raw, None))
+    letter = json.loads(letter_json)
+    assert tag is DEAD_LETTERS_TAG
+    assert letter["error_type"] == "InvalidText" and letter["id"] == "b-1"
+    assert letter["reason"].startswith("input is not valid UTF-8 text")
+    assert f"at offset {raw.index(0xE9)}" in letter["reason"]
+    assert letter["input"] == raw.decode("utf-8", "replace")
+    ref = MediaRef.model_validate(letter["offloaded"]["input"])
+    assert ref.mime_type == "application/octet-stream"
+    assert MediaStore(str(tmp_path / "media")).get(ref) == raw
