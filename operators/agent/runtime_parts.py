@@ -45,6 +45,7 @@ def runtime_parts(config: AgentConfig, model: ChatModel | None = None) -> Runtim
             message_json=message_json,
             prefix_cache=prefix_cache,
             media_store=store,
+            limits=spec.limits.share(config.subtasks),
             **options,
         )
     tools = ToolRegistry(

@@ -59,6 +59,10 @@ class AgentFunction(KeyedProcessFunction):
         """Build the runtime and the engine over Flink's keyed state, start the loop thread."""
         quiet_sdk_loggers()
         self._steps = ThreadPoolExecutor(1, thread_name_prefix="streamagents-steps")
+        # The model's limits are this subtask's share, from the parallelism it runs at now
+        # (after a rescale: the new one).
+        subtasks = runtime_context.get_number_of_parallel_subtasks()
+        self._config = self._config.model_copy(update={"subtasks": subtasks})
         runtime = self._off_task(self._runtime_factory, self._config)
         self._off_task(runtime.model.prepare)
         runtime.store = TaskThreadStore(runtime.store, self._steps)
