@@ -11,7 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["REASON_LIMIT", "SUBSTRING_SECRET_CHARS", "clip", "is_credential_name", "redact_secrets", "scrub"]
+__all__ = [
+    "REASON_LIMIT",
+    "SUBSTRING_SECRET_CHARS",
+    "clip",
+    "is_credential_name",
+    "redact_secrets",
+    "scrub",
+]
 
 REASON_LIMIT = 1000
 """Characters a dead-letter reason or a run's error message keeps."""
