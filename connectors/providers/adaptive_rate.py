@@ -47,6 +47,11 @@ class AdaptiveRate:
         self._limited_at = float("-inf")
         self._admitted: deque[float] = deque()
 
+    @property
+    def bounded(self) -> bool:
+        """Whether there is a rate at all (a configured one, or one a 429 set)."""
+        return self._base is not None
+
     def rate(self, now: float) -> float | None:
         """The rate (per second) at `now`; None for no limit."""
         base = self._base
@@ -56,9 +61,12 @@ class AdaptiveRate:
         return rate if self.ceiling is None else min(rate, self.ceiling)
 
     def admitted(self, now: float) -> None:
-        """Count a call admitted at `now` (for the measured rate)."""
+        """Count a call admitted at `now` (for the measured rate; older ones are dropped)."""
         if self.adaptive:
-            self._admitted.append(now)
+            admitted = self._admitted
+            admitted.append(now)
+            if admitted[0] < now - MEASURE_S:
+                admitted.popleft()
 
     def measured(self, now: float) -> float:
         """Calls admitted per second over the last `MEASURE_S` seconds."""

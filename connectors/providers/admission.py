@@ -184,15 +184,14 @@ class Admission:
         if retry_after is not None:
             extra = self._rng.random() * PAUSE_JITTER * retry_after
             self.paused_until = max(self.paused_until, now + retry_after + extra)
-        self._refill(now)  # the bucket filled at the old rate until now
+        self._refill(now, self.rate.rate(now))  # the bucket filled at the old rate until now
         self.rate.limited(now, ticket.admitted_at)
         self._requests = min(self._requests, 0.0)
         self.settle(ticket)
 
-    def _refill(self, now: float) -> None:
+    def _refill(self, now: float, rate: float | None) -> None:
         elapsed = now - self._refilled
         self._refilled = now
-        rate = self.rate.rate(now)
         if rate is not None:
             self._requests = min(max(1.0, rate * BURST_S), self._requests + rate * elapsed)
         if self._token_rate is not None:
@@ -209,7 +208,7 @@ class Admission:
         rate = self.rate.rate(now)
         if rate is None and self._token_rate is None:
             return 0.0
-        self._refill(now)
+        self._refill(now, rate)
         if rate is not None and self._requests < 1.0:
             return (1.0 - self._requests) / rate
         if self._token_rate is not None:
@@ -219,7 +218,7 @@ class Admission:
         return 0.0
 
     def _take(self, tokens: float, since: float, now: float) -> Ticket:
-        if self.rate.rate(now) is not None:
+        if self.rate.bounded:
             self._requests -= 1.0
         self._tokens -= tokens
         self.active += 1
