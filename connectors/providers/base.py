@@ -404,9 +404,12 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
             ticket = None if admission is None else await admission.admit(tokens, sent > 0)
             sent += 1
             failure: ProviderError | None = None
+            response = None
             try:
                 reply = await self._send(self._client.get(), request)
-                response = None
+            except asyncio.CancelledError:  # the run gave up: its slot must not stay taken
+                self._settle(ticket, None, None)
+                raise
             except Exception as error:
                 failure = self._error_for(error)
                 if failure is None:

@@ -162,3 +162,23 @@ def test_a_retrys_backoff_holds_no_concurrency_permit_and_it_then_goes_first() -
         asyncio.run(scenario(model))
         sent = [r.json["contents"][-1]["parts"][0]["text"] for r in stub.requests]
     assert sent == ["a", "b", "a", "c"]
+
+
+def test_a_call_cancelled_on_the_wire_frees_its_concurrency_permit() -> None:
+    """A run that times out cancels its call mid-request: the next call still goes out."""
+    with LoopbackStubServer(lambda request: StubReply({}, delay_s=5.0)) as stub:
+        model = create_model(
+            "gemini", "m", api_key="k", base_url=stub.url, limits=RateLimits(max_concurrent=1)
+        )
+
+        async def scenario() -> int:
+            hung = asyncio.create_task(model.achat([ChatMessage.user("slow")]))
+            await asyncio.sleep(0.3)
+            hung.cancel()
+            await asyncio.gather(hung, return_exceptions=True)
+            assert model.admission is not None
+            active = model.admission.active
+            await model.aclose()
+            return active
+
+        assert asyncio.run(scenario()) == 0
