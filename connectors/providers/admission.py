@@ -154,6 +154,7 @@ class Admission:
             if self._loop is not None:
                 self._reset()  # a new loop (blocking `chat()` calls): waiters of the old are gone
             self._loop = loop
+            self._refilled = time.monotonic()  # the buckets start filling at the first call
         now = time.monotonic()
         if not self._waiters and self._wait_s(tokens, now) == 0.0:
             return self._take(tokens, now, now)
