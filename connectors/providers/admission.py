@@ -12,8 +12,9 @@ Each attempt of a call (first tries and retries alike) is admitted before it is 
   passed, plus a random extra of up to `PAUSE_JITTER` of it, so subtasks that got 429s
   together do not all start again at the same instant.
 
-Buckets hold at most `BURST_S` seconds of their rate and start empty, so a subtask that
-(re)starts never bursts. An attempt too large for the token bucket goes out once the
+Buckets hold at most `BURST_S` seconds of their rate (and at least one call: a request, the
+last call's tokens) and start empty at the first call, so a subtask that (re)starts never
+bursts. An attempt too large for the token bucket goes out once the
 bucket is full and leaves it in debt. Waiters are served one at a time in order, retries
 first (they re-enter admission first in line), each as soon as the head can go: a timer
 on the event loop, never a thread, does the waiting. Admission belongs to the event loop
@@ -105,13 +106,14 @@ class Admission:
     def _reset(self) -> None:
         limits = self.limits
         rpm = limits.requests_per_minute
-        self.rate = AdaptiveRate(None if rpm is None else rpm / 60, limits.adaptive)
-        self._token_rate = (
-            None if limits.tokens_per_minute is None else limits.tokens_per_minute / 60
-        )
+        tpm = limits.tokens_per_minute
+        configured = rpm is not None or tpm is not None
+        self.rate = AdaptiveRate(None if rpm is None else rpm / 60, limits.adaptive, configured)
+        self._token_rate = None if tpm is None else tpm / 60
         now = time.monotonic()
         self._requests = 0.0
         self._tokens = 0.0
+        self._last_tokens = 0.0
         self._refilled = now
         self.paused_until = 0.0
         self.active = 0
@@ -196,7 +198,7 @@ class Admission:
         if rate is not None:
             self._requests = min(max(1.0, rate * BURST_S), self._requests + rate * elapsed)
         if self._token_rate is not None:
-            cap = self._token_rate * BURST_S
+            cap = max(self._token_rate * BURST_S, self._last_tokens)
             self._tokens = min(cap, self._tokens + self._token_rate * elapsed)
 
     def _wait_s(self, tokens: float, now: float) -> float | None:
@@ -213,7 +215,7 @@ class Admission:
         if rate is not None and self._requests < 1.0:
             return (1.0 - self._requests) / rate
         if self._token_rate is not None:
-            need = min(tokens, self._token_rate * BURST_S)
+            need = min(tokens, max(self._token_rate * BURST_S, self._last_tokens))
             if self._tokens < need:
                 return (need - self._tokens) / self._token_rate
         return 0.0
@@ -222,6 +224,7 @@ class Admission:
         if self.rate.bounded:
             self._requests -= 1.0
         self._tokens -= tokens
+        self._last_tokens = tokens
         self.active += 1
         self.rate.admitted(now)
         self.waited_s += now - since

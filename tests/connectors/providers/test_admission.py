@@ -182,3 +182,16 @@ def test_a_call_cancelled_on_the_wire_frees_its_concurrency_permit() -> None:
             return active
 
         assert asyncio.run(scenario()) == 0
+
+
+def test_an_isolated_429_under_a_token_limit_pauses_without_lowering_the_rate() -> None:
+    async def scenario() -> tuple[float | None, float | None]:
+        admission = Admission(RateLimits(tokens_per_minute=60_000))
+        admission.limited(await admission.admit(tokens=1), retry_after=None)
+        first = admission.admitted_rate()
+        admission.limited(await admission.admit(tokens=1), retry_after=None)
+        return first, admission.admitted_rate()
+
+    first, second = asyncio.run(scenario())
+    assert first is None  # the token limit stays in charge: no request rate imposed
+    assert second is not None  # a second 429 soon after does set one
