@@ -11,12 +11,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["REASON_LIMIT", "clip", "is_credential_name", "redact_secrets", "scrub"]
+__all__ = [
+    "REASON_LIMIT",
+    "SUBSTRING_SECRET_CHARS",
+    "clip",
+    "is_credential_name",
+    "redact_secrets",
+    "scrub",
+]
 
 REASON_LIMIT = 1000
 """Characters a dead-letter reason or a run's error message keeps."""
 
 _SCRUB_LIMIT = 2000
+SUBSTRING_SECRET_CHARS = 16
+"""Secrets this long are scrubbed even inside a longer token; shorter ones as whole tokens."""
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{48,}={0,2}")
 
 # Secrets that must never reach a log: Google and OpenAI style API keys, bearer tokens and
@@ -51,10 +60,19 @@ def clip(text: str, limit: int = REASON_LIMIT) -> str:
 
 
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """Remove `secrets` and long base64 runs from `text`, and cap its length."""
+    """Remove `secrets` and long base64 runs from `text`, and cap its length.
+
+    A secret of `SUBSTRING_SECRET_CHARS` characters or more goes wherever it appears; a
+    shorter one only where it stands as a whole token (no letter, digit, `_` or `-` right
+    before or after it), so a short test key such as `x` leaves `rate_limit_exceeded` whole."""
     for secret in secrets:
-        if secret:
+        if not secret:
+            continue
+        if len(secret) >= SUBSTRING_SECRET_CHARS:
             text = text.replace(secret, "[redacted]")
+        elif secret in text:
+            whole = rf"(?<![A-Za-z0-9_\-]){re.escape(secret)}(?![A-Za-z0-9_\-])"
+            text = re.sub(whole, "[redacted]", text)
     text = _BASE64_RUN.sub("[data elided]", text)
     if len(text) > _SCRUB_LIMIT:
         text = text[:_SCRUB_LIMIT] + " [truncated]"

@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from streamagents.connectors.providers._prefix_cache import PrefixCache
+from streamagents.connectors.providers.admission import RateLimits
 from streamagents.connectors.providers.base import ChatModel
 from streamagents.connectors.providers.errors import (
     BadRequest,
@@ -55,6 +56,7 @@ __all__ = [
     "PrefixCache",
     "ProviderError",
     "RateLimited",
+    "RateLimits",
     "RequestTimeout",
     "RetryBudget",
     "RetryPolicy",
@@ -116,7 +118,8 @@ def create_model(
     """Build the adapter for `provider` (one of `PROVIDER_NAMES`) and `model`, ready to use.
 
     `options` are the adapter's constructor keyword arguments: the shared `ModelOptions`
-    (api_key, base_url, timeout, max_retries, retry, retry_budget, media_store, generation)
+    (api_key, base_url, timeout, max_retries, retry, retry_budget, limits, media_store,
+    generation)
     and its family's own; an unknown one is a `TypeError` that names it. `prefix_cache`
     asks for the request prefix to be cached on the server (Gemini's `context_cache`).
     `sdk_process` runs the adapter's SDK requests in a worker process (`SdkProcessModel`):

@@ -31,10 +31,12 @@ import aiohttp
 import pydantic
 
 from streamagents.connectors.media import MediaStore
+from streamagents.connectors.providers.admission import Admission, RateLimits, Ticket
 from streamagents.connectors.providers.errors import (
     ConnectionFailed,
     MalformedResponse,
     ProviderError,
+    RateLimited,
     RequestTimeout,
     error_for_status,
 )
@@ -45,6 +47,11 @@ from streamagents.connectors.providers.retry import (
     call_with_retries,
     parse_retry_after,
     policy_from,
+)
+from streamagents.connectors.providers.token_estimate import (
+    OutputMean,
+    estimate_input_tokens,
+    requested_output_tokens,
 )
 from streamagents.serde.chat import ChatResponse, RetryAttempt, ToolSpec
 from streamagents.serde.messages import ChatMessage
@@ -125,6 +132,10 @@ class ModelOptions:
     """Where media parts given by store ref are read from."""
     generation: Mapping[str, Any] | None = None
     """Generation options sent with every call (temperature, max_tokens, ...)."""
+    limits: RateLimits | None = None
+    """What admission applies to this model's attempts in this process: a subtask's share of
+    the spec's `agent.model.limits` (set by the operator, not an `options:` key); None: the
+    adaptive rate alone (`RateLimits()`)."""
     transport: str = "aiohttp"
     """The SDK's HTTP transport: `aiohttp` (its aiohttp client: about half the CPU per call
     of httpx) or `httpx` (the SDK's default, for an httpx-only proxy or mTLS setup)."""
@@ -134,6 +145,8 @@ class ModelOptions:
             raise ValueError(
                 f"unknown transport {self.transport!r}; known: {', '.join(TRANSPORTS)}"
             )
+        if self.limits is not None and not isinstance(self.limits, RateLimits):
+            raise TypeError("limits are set in the spec's agent.model.limits, not in options")
         # A job spec's options are plain data: `retry: {max_retries: 2}` is a RetryPolicy.
         object.__setattr__(self, "retry", _retry_setting("retry", RetryPolicy, self.retry))
         budget = _retry_setting("retry_budget", RetryBudget, self.retry_budget)
@@ -242,6 +255,11 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
         self.retry = policy_from(self.options.retry, self.options.max_retries)
         self.retry_budget = self.options.retry_budget or RetryBudget()
         self.generation = dict(self.options.generation or {})
+        limits = self.options.limits or RateLimits()
+        self.admission: Admission | None = Admission(limits) if limits.active else None
+        """Where every attempt waits for capacity; None when admission is off."""
+        self._family = "gemini" if self.provider.startswith("gemini") else "openai"
+        self._output_mean = OutputMean()
         self._rng = random.Random()
         self._client: LoopBoundClient[C] = LoopBoundClient(self._new_client)
 
@@ -360,29 +378,74 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
         **options: Any,
     ) -> ChatResponse:
         """Build the request (raising before anything is sent), then send it with retries."""
-        return await self._call(self.build_request(messages, tools, **options))
+        request = self.build_request(messages, tools, **options)
+        return await self._call(request, self.estimate_tokens(messages, tools, options))
 
-    async def _call(self, request: Any) -> ChatResponse:
-        """Send a built request with retries and parse the reply."""
+    def estimate_tokens(
+        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
+    ) -> float:
+        """The tokens admission charges a call before it is sent (0 when no token limit is
+        set): its input by `token_estimate`'s rules, plus its output cap or the mean output."""
+        if self.admission is None or not self.admission.counts_tokens:
+            return 0.0
+        output = requested_output_tokens({**self.generation, **options})
+        estimate = estimate_input_tokens(self._family, messages, tools)
+        return estimate + (self._output_mean.value if output is None else output)
+
+    async def _call(self, request: Any, tokens: float = 0.0) -> ChatResponse:
+        """Send a built request with retries, each attempt admitted first, and parse the
+        reply; `tokens` is the call's estimate (`estimate_tokens`)."""
         started = time.monotonic()
+        admission = self.admission
+        sent = 0
 
         async def attempt() -> ChatResponse:
+            nonlocal sent
+            ticket = None if admission is None else await admission.admit(tokens, sent > 0)
+            sent += 1
             failure: ProviderError | None = None
+            response = None
             try:
                 reply = await self._send(self._client.get(), request)
+            except asyncio.CancelledError:  # the run gave up: its slot must not stay taken
+                self._settle(ticket, None, None)
+                raise
             except Exception as error:
                 failure = self._error_for(error)
                 if failure is None:
+                    self._settle(ticket, None, None)
                     raise
             if failure is not None:
+                self._settle(ticket, None, failure)
                 raise failure  # outside the except block: the SDK error is not chained
-            return self._parse(reply, (time.monotonic() - started) * 1000)
+            try:
+                response = self._parse(reply, (time.monotonic() - started) * 1000)
+            finally:
+                self._settle(ticket, response, None)
+            return response
 
         retried: list[RetryAttempt] = []
         response = await call_with_retries(
-            attempt, self.retry, self.retry_budget, self._rng, retried
+            attempt, self.retry, self.retry_budget, self._rng, retried, paced=admission is not None
         )
         return response.model_copy(update={"retries": retried}) if retried else response
+
+    def _settle(
+        self, ticket: Ticket | None, response: ChatResponse | None, failure: ProviderError | None
+    ) -> None:
+        """Tell admission how an attempt ended: a 429 pauses and slows it, a reply's usage
+        corrects the token estimate; either way the attempt's slot is freed."""
+        if ticket is None:
+            return
+        assert self.admission is not None
+        if isinstance(failure, RateLimited):
+            self.admission.limited(ticket, failure.retry_after)
+            return
+        used = None
+        if response is not None and (response.usage.input_tokens or response.usage.output_tokens):
+            used = response.usage.total_tokens
+            self._output_mean.observe(response.usage.output_tokens)
+        self.admission.settle(ticket, used)
 
     async def aclose(self) -> None:
         """Close the SDK client of the running loop, if any."""

@@ -17,7 +17,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from streamagents.connectors.providers.errors import EmptyResponseError, ProviderError
+from streamagents.connectors.providers.errors import (
+    EmptyResponseError,
+    ProviderError,
+    RateLimited,
+)
 from streamagents.serde.chat import RetryAttempt
 
 __all__ = [
@@ -54,9 +58,14 @@ class RetryPolicy:
         return base * (1.0 - self.jitter * rng.random())
 
     def delay(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
-        """The wait before a retry: the backoff, but never earlier than Retry-After asks."""
+        """The wait before a retry: the backoff, or, when the server sent Retry-After, that
+        plus a random extra of up to `jitter` times the larger of it and the backoff, so calls
+        told to wait alike do not all come back the instant the window reopens."""
         backoff = self.backoff(retry, rng)
-        return backoff if retry_after is None else max(backoff, retry_after)
+        if retry_after is None:
+            return backoff
+        spread = self.jitter * max(retry_after, backoff)
+        return max(backoff, retry_after + spread * rng.random())
 
 
 def policy_from(retry: RetryPolicy | None, max_retries: int | None) -> RetryPolicy:
@@ -130,11 +139,17 @@ async def call_with_retries(
     budget: RetryBudget,
     rng: random.Random,
     retried: list[RetryAttempt] | None = None,
+    paced: bool = False,
 ) -> T:
     """Await `send()` until it succeeds, retrying retryable `ProviderError`s per `policy`.
 
     Each failed attempt that is retried is appended to `retried` when given; an error
-    raised at the end carries them too (`ProviderError.retries`)."""
+    raised at the end carries them too (`ProviderError.retries`). `paced` says an
+    admission controller admits every attempt and honours Retry-After for the whole model
+    (`admission`): a 429 is then retried after the first backoff alone, without counting
+    against `max_retries` or spending the budget (its attempt waits in admission instead,
+    first in line), while its Retry-After still fits in `max_elapsed_s`; `max_retries` 0
+    still turns every retry off."""
     retried = [] if retried is None else retried
     started = time.monotonic()
     retries = 0
@@ -153,6 +168,11 @@ async def call_with_retries(
                     raise
                 empty_retried = True
                 delay = policy.backoff(0, rng)
+            elif paced and isinstance(error, RateLimited) and policy.max_retries > 0:
+                delay = policy.backoff(0, rng)
+                wait = max(delay, error.retry_after or 0.0)
+                if time.monotonic() - started + wait > policy.max_elapsed_s:
+                    raise
             else:
                 if not error.retryable or retries >= policy.max_retries:
                     raise

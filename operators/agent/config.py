@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from streamagents.connectors.providers import PROVIDER_NAMES
+from streamagents.connectors.providers import PROVIDER_NAMES, RateLimits
 from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
@@ -32,6 +32,7 @@ __all__ = [
     "FollowupConfig",
     "InputLimits",
     "MemoryConfig",
+    "ModelLimits",
     "ModelSpec",
     "ModelTarget",
     "OtlpEndpoint",
@@ -79,6 +80,41 @@ def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
+class ModelLimits(BaseModel):
+    """The job's limits on one model's calls, shared out evenly over the operator's parallel
+    subtasks (`share`); admission holds every attempt until it fits (see `admission`)."""
+
+    model_config = _MODEL_CONFIG
+
+    requests_per_minute: float | None = Field(
+        default=None, gt=0, description="Requests the whole job sends per minute at most."
+    )
+    tokens_per_minute: float | None = Field(
+        default=None,
+        gt=0,
+        description="Tokens (input plus output; estimated before a call, corrected from the "
+        "usage its reply reports) the whole job uses per minute at most.",
+    )
+    max_concurrent: int | None = Field(
+        default=None, ge=1, description="Requests the whole job has on the wire at once at most."
+    )
+    adaptive: bool = Field(
+        default=True,
+        description="Slow down on 429s (Retry-After pauses a subtask's calls; the request rate "
+        "drops and is probed back up), with or without configured limits.",
+    )
+
+    def share(self, parallelism: int) -> RateLimits:
+        """What each of `parallelism` subtasks applies: the rates divided by it, and
+        `max_concurrent` divided by it rounded down, at least 1."""
+        return RateLimits(
+            requests_per_minute=self.requests_per_minute,
+            tokens_per_minute=self.tokens_per_minute,
+            max_concurrent=self.max_concurrent,
+            adaptive=self.adaptive,
+        ).share(parallelism)
+
+
 class ModelTarget(BaseModel):
     """One chat model and how to call it: provider, model name, client options, generation."""
 
@@ -105,11 +141,23 @@ class ModelTarget(BaseModel):
         description="US dollars per million tokens (input, cached input, output) of this "
         "model; unset: the published price table's, if it lists the model.",
     )
+    limits: ModelLimits = Field(
+        default_factory=ModelLimits,
+        description="Rate limits of this model's calls for the whole job, shared out over its "
+        "subtasks; with none set, calls still slow down on 429s (`adaptive`).",
+    )
 
     @property
     def name(self) -> str:
         """`provider/model`, how a failover chain names the model (replies, metrics)."""
         return f"{self.provider}/{self.model}"
+
+    @field_validator("options")
+    @classmethod
+    def _limits_not_in_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        if "limits" in options:
+            raise ValueError("limits go in the model's `limits`, not in its options")
+        return options
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # Options hold API keys and auth headers: repr/str hide their values (see
@@ -623,6 +671,12 @@ class AgentConfig(AgentSettings):
     )
     telemetry: TelemetryConfig | None = Field(
         default=None, description="Live OpenTelemetry spans and metrics; None sends none."
+    )
+    subtasks: int = Field(
+        default=1,
+        ge=1,
+        description="Parallel subtasks running this agent, set by the operator when it opens: "
+        "the model's limits are shared out over them.",
     )
 
     @model_validator(mode="after")

@@ -61,6 +61,7 @@ def _model(config: AgentConfig, store: MediaStore, message_json: MessageJson) ->
             message_json=message_json,
             prefix_cache=prefix_cache if gemini else None,
             media_store=store,
+            limits=target.limits.share(config.subtasks),
             **options,
         )
 

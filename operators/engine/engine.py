@@ -31,6 +31,7 @@ from typing import Any
 
 from streamagents.operators.agent.approvals import is_decision_line
 from streamagents.operators.engine.parked_steps import ParkedSteps
+from streamagents.operators.engine.run_driver import SLOT_WAIT_S
 
 __all__ = ["AgentEngine"]
 
@@ -47,9 +48,11 @@ class AgentEngine(ParkedSteps):
         """Queue an input line behind its key's run, or start its run (waiting for a slot);
         a decision line is applied at once, never queued.
 
-        The task thread blocks only for one call: for a free slot before a run starts, or,
-        when `max_waiting_inputs` inputs already wait in this subtask, for the busy key's
-        current call, whose outcome it then applies here. Either way a checkpoint barrier
+        The task thread waits at most `SLOT_WAIT_S` for a free slot before a run starts; past
+        that the input waits in its key's queue and the key's timer starts it once a slot
+        frees. It blocks for longer only when `max_waiting_inputs` inputs already wait in
+        this subtask: for a free slot, or for the busy key's current call, whose outcome it
+        then applies here. Either way a checkpoint barrier
         (unaligned, overtaking the records buffered behind this one) is handled as soon as
         this input is placed, so checkpoints complete while a backlog waits.
         """
@@ -67,7 +70,13 @@ class AgentEngine(ParkedSteps):
         if self._driver.busy(key) or stored is not None:
             self._queue.push(raw)
             return
-        self._driver.wait_for_slot(self._port.now_ms())
+        now = self._port.now_ms()
+        limit = None if self._queue.full else SLOT_WAIT_S
+        if self._queue.has_lines() or not self._driver.wait_for_slot(now, limit):
+            self._queue.push(raw)  # behind the key's inputs that already wait for a slot
+            self._driver.defer_start(now)
+            self._input_end.hold()
+            return
         yield from self._begin(raw)
 
     def _make_room(self, key: str) -> Iterator[Any]:
@@ -107,6 +116,9 @@ class AgentEngine(ParkedSteps):
         call = self._driver.of(key)
         if call is None:
             stored = self._run.value()
+            if stored is None and self._queue.has_lines():
+                yield from self._start_waiting(now, draining)
+                return
             if stored is None:
                 if not draining:
                     self._memory.clean_up(timestamp, self._queue)
@@ -119,6 +131,17 @@ class AgentEngine(ParkedSteps):
             self._driver.wait(call, DRAIN_WAIT_S)
             now = self._port.now_ms()
         yield from self._settle(call, key, now)
+
+    def _start_waiting(self, now_ms: int, draining: bool) -> Iterator[Any]:
+        """Start the key's first input that waited for a slot, once one is free (at the end
+        of input: wait for it); else look again later."""
+        if self._driver.wait_for_slot(now_ms, None if draining else 0.0):
+            self._driver.deferred_started()
+            yield from self._begin(self._queue.pop())
+        elif draining:
+            self._input_end.next_look()  # processing-time timers no longer fire
+        else:
+            self._driver.look_for_slot(now_ms)
 
     def _fire_followups(self, key: str, now_ms: int) -> Iterator[Any]:
         """Start the runs of the key's follow-ups now due, in due order: queued behind the

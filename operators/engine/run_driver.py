@@ -6,6 +6,12 @@ awaits it. Its outcome reaches the task thread through a processing-time timer f
 key, set at the call's estimated completion time (`PollSchedule`), or, while draining at
 the end of input, an event-time timer (`InputEnd`). A call still running at its deadline
 (the run's timeout plus a grace period) is given up.
+
+When every slot is held (calls waiting in the model's admission for a Retry-After pause,
+say), the task thread does not wait for one longer than `SLOT_WAIT_S`: the input waits in
+its key's queue and a timer of the key starts it once a slot is free (`defer_start`), so
+checkpoint barriers keep their cadence. Only when `max_waiting_inputs` inputs already wait
+does the task thread block for a slot (backpressure).
 """
 
 from __future__ import annotations
@@ -26,14 +32,21 @@ from streamagents.operators.engine.metrics import EngineMetrics
 from streamagents.operators.engine.poll_schedule import PollSchedule
 from streamagents.serde.messages import ChatMessage
 
-__all__ = ["Call", "CallRunner", "RunDriver"]
+__all__ = ["SLOT_WAIT_S", "Call", "CallRunner", "RunDriver"]
 
 TIMEOUT_GRACE_MS = 5000
 """How long past its run's timeout a call may still deliver before it is given up."""
+SLOT_WAIT_S = 0.05
+"""How long the task thread waits for a free slot before an input waits in keyed state."""
+SLOT_LOOK_MS = 50
+SLOT_LOOK_MAX_MS = 1000
+"""How often a key whose input waits for a slot looks for one (see `defer_start`)."""
 
 
 class CallRunner(Protocol):
     """Runs coroutines off the task thread, at most `max_in_flight` at a time."""
+
+    max_in_flight: int
 
     @property
     def in_flight(self) -> int: ...
@@ -88,6 +101,8 @@ class RunDriver:
         self._calls: dict[str, Call] = {}
         self._earliest: EarliestTimeout[Call] = EarliestTimeout(self._calls)
         self._schedule = PollSchedule()
+        self.deferred = 0
+        """Inputs waiting in keyed state for a free slot (not counting restored ones)."""
 
     def of(self, key: str) -> Call | None:
         """The key's live call, if it has one."""
@@ -159,15 +174,36 @@ class RunDriver:
         """Block the task thread until the call is done or `timeout_s` has passed."""
         self._runner.wait(call.future, timeout_s)
 
-    def wait_for_slot(self, now_ms: int) -> None:
-        """Block until a call slot is free, at most until a live call's deadline is due."""
+    def wait_for_slot(self, now_ms: int, limit_s: float | None = None) -> bool:
+        """Block until a call slot is free, at most until a live call's deadline is due, or
+        `limit_s`; returns whether one is free."""
         earliest = self._earliest.earliest_ms()
         if earliest is None:
             timeout_s = 1.0
         else:
             due = earliest + self._timeout_ms
             timeout_s = max(0.01, (due + TIMEOUT_GRACE_MS - now_ms) / 1000)
-        self._runner.wait_for_slot(timeout_s)
+        if limit_s is not None:
+            timeout_s = min(timeout_s, limit_s)
+        return self._runner.wait_for_slot(timeout_s)
+
+    def defer_start(self, now_ms: int) -> None:
+        """The current key's next input waits for a free slot: count it, arm its look."""
+        self.deferred += 1
+        self.look_for_slot(now_ms)
+
+    def look_for_slot(self, now_ms: int) -> None:
+        """Arm the timer at which the current key looks for a free slot again.
+
+        Every key that waits so looks on its own timer, so the looks are spaced by how many
+        wait per slot (`SLOT_LOOK_MS` each, up to `SLOT_LOOK_MAX_MS`)."""
+        per_slot = self.deferred / self._runner.max_in_flight
+        delay = min(SLOT_LOOK_MAX_MS, int(SLOT_LOOK_MS * max(1.0, per_slot)))
+        self._port.register_processing_timer(now_ms + delay)
+
+    def deferred_started(self) -> None:
+        """An input that waited for a slot got one."""
+        self.deferred = max(0, self.deferred - 1)  # restored waiting inputs were not counted
 
     def clear(self) -> None:
         """Forget every call (the function is closing)."""

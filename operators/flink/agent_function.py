@@ -42,6 +42,16 @@ RuntimeFactory = Callable[[AgentConfig], AgentRuntime]
 T = TypeVar("T")
 
 
+def _parallelism(runtime_context: RuntimeContext) -> int:
+    """The parallelism the operator runs at. In thread mode PyFlink 2.3's runtime context
+    asks Flink 2's Java context for a method it moved to its task info, so ask that."""
+    try:
+        return runtime_context.get_number_of_parallel_subtasks()
+    except AttributeError:
+        java = runtime_context._runtime_context  # type: ignore[attr-defined]
+        return int(java.getTaskInfo().getNumberOfParallelSubtasks())
+
+
 class AgentFunction(KeyedProcessFunction):
     """Runs one agent run per key at a time, many keys concurrently, state in keyed state."""
 
@@ -59,6 +69,10 @@ class AgentFunction(KeyedProcessFunction):
         """Build the runtime and the engine over Flink's keyed state, start the loop thread."""
         quiet_sdk_loggers()
         self._steps = ThreadPoolExecutor(1, thread_name_prefix="streamagents-steps")
+        # The model's limits are this subtask's share, from the parallelism it runs at now
+        # (after a rescale: the new one).
+        subtasks = _parallelism(runtime_context)
+        self._config = self._config.model_copy(update={"subtasks": subtasks})
         runtime = self._off_task(self._runtime_factory, self._config)
         self._off_task(runtime.model.prepare)
         runtime.store = TaskThreadStore(runtime.store, self._steps)

@@ -12,6 +12,7 @@ from streamagents.connectors.providers import (
     PROVIDERS,
     GeminiChatModel,
     GeminiInteractionsModel,
+    RateLimits,
 )
 from streamagents.connectors.providers._usable_cores import usable_cores
 from streamagents.connectors.providers.sdk_process import SdkProcessModel
@@ -247,6 +248,35 @@ def test_retry_settings_in_a_spec_reach_the_adapter_and_bad_ones_fail_validate(
         with pytest.raises(SpecError) as caught:
             check_runnable(load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
         assert ":6: agent.model.options: " in str(caught.value) and expected in str(caught.value)
+
+
+def test_retry_options_and_limits_from_yaml_reach_the_running_adapter(tmp_path: Path) -> None:
+    """`model.options.retry`/`retry_budget` and `model.limits` go through validate and the
+    job's construction (the runtime a subtask builds at 4 subtasks) into the adapter."""
+    model = (
+        "{provider: gemini, model: m, sdk_process: false, limits: {requests_per_minute: 600, "
+        "tokens_per_minute: 80000, max_concurrent: 9}, options: {api_key: "
+        '"${GEMINI_API_KEY}", retry: {max_retries: 5, jitter: 0.25}, retry_budget: '
+        "{ratio: 0.3, reserve: 4}}}"
+    )
+    text = MINIMAL.replace(MINIMAL.splitlines()[5].split(": ", 1)[1], model)
+    loaded = load_spec(write(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+    check_runnable(loaded)
+    config = agent_config(loaded, model_spec(loaded.model)).model_copy(update={"subtasks": 4})
+    adapter = AgentRuntime.from_config(config).model
+    assert (adapter.retry.max_retries, adapter.retry.jitter) == (5, 0.25)
+    assert (adapter.retry_budget.ratio, adapter.retry_budget.reserve) == (0.3, 4)
+    assert adapter.admission.limits == RateLimits(
+        requests_per_minute=150, tokens_per_minute=20000, max_concurrent=2
+    )
+    for bad, expected in (
+        ("limits: {requests_per_minute: 0}, options: {", "agent.model.limits.requests_per_minute"),
+        ("options: {limits: {max_concurrent: 2}, ", "limits go in the model's `limits`"),
+    ):
+        wrong = MINIMAL.replace("options: {", bad)
+        with pytest.raises(SpecError) as caught:
+            check_runnable(load_spec(write(tmp_path, wrong), {"GEMINI_API_KEY": "test-key"}))
+        assert expected in str(caught.value)
 
 
 def test_a_spec_chooses_the_interactions_wire_with_its_store_options(tmp_path: Path) -> None:

@@ -1,14 +1,16 @@
-"""`redact_secrets`: credentials go, JSON stays JSON, ordinary text stays as it is."""
+"""`redact_secrets`: credentials go, JSON stays JSON, ordinary text stays as it is; `scrub`
+removes a known key as a whole token."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamagents.serde.safe_text import is_credential_name, redact_secrets
+from streamagents.serde.safe_text import is_credential_name, redact_secrets, scrub
 
 _GOOGLE_KEY = "AIzaSyD-" + "k" * 31
 
@@ -107,3 +109,36 @@ _JSONISH = st.recursive(
 def test_redacted_json_is_always_json(value: object, compact: bool) -> None:
     text = json.dumps(value, separators=(",", ":") if compact else None)
     json.loads(redact_secrets(text))
+
+
+def _whole(secret: str) -> str:
+    return rf"(?<![A-Za-z0-9_\-]){re.escape(secret)}(?![A-Za-z0-9_\-])"
+
+
+def test_a_short_api_key_is_scrubbed_as_a_whole_token_not_inside_words() -> None:
+    text = "429 rate_limit_exceeded: key x is over its quota (x)"
+    assert (
+        scrub(text, ["x"])
+        == "429 rate_limit_exceeded: key [redacted] is over its quota ([redacted])"
+    )
+
+
+def test_a_long_api_key_is_scrubbed_even_inside_a_longer_token() -> None:
+    key = "sk-test-0123456789abcdef"
+    assert scrub(f"url?key={key}&x, prefix{key}suffix", [key]) == (
+        "url?key=[redacted]&x, prefix[redacted]suffix"
+    )
+
+
+@given(
+    st.text(alphabet="abxk1_- .:", max_size=40),
+    st.sampled_from(["x", "ab", "k-1", "b_x"]),
+)
+@settings(max_examples=300)
+def test_scrub_leaves_no_whole_short_secret_and_touches_nothing_else(
+    text: str, secret: str
+) -> None:
+    scrubbed = scrub(text, [secret])
+    assert re.search(_whole(secret), scrubbed) is None
+    if re.search(_whole(secret), text) is None:
+        assert scrubbed == text

@@ -126,7 +126,8 @@ class PendingCall:
 
 class ManualRunner:
     """Test double of `EngineLoop`: a submitted call waits until the test completes or
-    fails it; a task-thread wait on a call completes it (the call finished in the wait)."""
+    fails it; a task-thread wait on a call completes it (the call finished in the wait),
+    unless `slots_held` says the calls are waiting (then a wait for a slot finishes none)."""
 
     def __init__(
         self, max_in_flight: int, key_of: Callable[[], str], clock_s: Callable[[], float]
@@ -137,6 +138,8 @@ class ManualRunner:
         self._loop = asyncio.new_event_loop()
         self._calls: list[PendingCall] = []
         self.submitted = 0
+        self.slots_held = False
+        """Calls wait (in a model's admission, say): a wait for a slot finishes none."""
 
     @property
     def pending(self) -> list[PendingCall]:
@@ -158,6 +161,8 @@ class ManualRunner:
         return future
 
     def wait_for_slot(self, timeout_s: float | None = None) -> bool:
+        if self.slots_held:
+            return self.in_flight < self.max_in_flight
         while self.in_flight >= self.max_in_flight:
             self.complete(self.pending[0])
         return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -148,9 +149,12 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
     ) -> ChatResponse:
         """Build the request, then send it, through the context cache when one is configured."""
         request = self.build_request(messages, tools, **options)
+        tokens = self.estimate_tokens(messages, tools, options)
         if self.context_cache is None:
-            return await self._call(request)
-        return await self.context_cache.answer(request, self._call)
+            return await self._call(request, tokens)
+        return await self.context_cache.answer(
+            request, functools.partial(self._call, tokens=tokens)
+        )
 
     async def _create_cache(
         self, request: GeminiRequest, settings: ContextCacheSettings

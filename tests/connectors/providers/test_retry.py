@@ -43,6 +43,16 @@ def test_retry_after_is_a_floor_on_the_delay() -> None:
     assert policy.delay(0, None, rng) == 0.5
 
 
+def test_retry_after_waits_are_jittered_so_retries_do_not_return_together() -> None:
+    """A hundred calls told Retry-After 10 come back spread over [10, 15] s, not all at 10."""
+    policy = RetryPolicy(initial_delay_s=0.5, jitter=0.5)
+    rng = random.Random(7)
+    delays = [policy.delay(0, 10.0, rng) for _ in range(100)]
+    assert min(delays) >= 10.0 and max(delays) <= 15.0
+    assert max(delays) - min(delays) > 4.0
+    assert sum(1 for d in delays if d < 10.5) < 20  # at most a fifth in the first half second
+
+
 def test_retry_after_is_read_as_seconds_milliseconds_or_an_http_date() -> None:
     assert parse_retry_after({"Retry-After": "3"}) == 3.0
     assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25

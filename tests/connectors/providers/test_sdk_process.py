@@ -25,6 +25,7 @@ from streamagents.connectors.providers import (
     ChatModel,
     ConnectionFailed,
     RateLimited,
+    RateLimits,
     RetryPolicy,
     create_model,
 )
@@ -115,7 +116,8 @@ def test_provider_errors_come_back_as_the_same_class_with_the_same_facts(
     stub: LoopbackStubServer,
 ) -> None:
     retry = RetryPolicy(max_retries=1, initial_delay_s=0.01)
-    model = create_model("gemini", "m", api_key="k", base_url=stub.url, retry=retry)
+    off = RateLimits(adaptive=False)  # admission off: the second 429 is final
+    model = create_model("gemini", "m", api_key="k", base_url=stub.url, retry=retry, limits=off)
     error = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "slow down"}}
     refused = {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "no such field"}}
     raised: list[Exception] = []

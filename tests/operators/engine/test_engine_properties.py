@@ -112,6 +112,11 @@ class EngineMachine(RuleBasedStateMachine):
         call = data.draw(st.sampled_from(self.h.runner.pending))
         self.h.runner.fail(call, RuntimeError("the call broke"))
 
+    @rule(held=st.booleans())
+    def hold_slots(self, held: bool) -> None:
+        """The calls in flight wait (a model's admission) or go on finishing in waits."""
+        self.h.runner.slots_held = held
+
     @rule(ms=st.sampled_from([1, 200, 1_000, 30_000, 70_000, 400_000]))
     def advance(self, ms: int) -> None:
         self.h.advance(ms)
@@ -168,6 +173,7 @@ class EngineMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         if not hasattr(self, "h"):
             return
+        self.h.runner.slots_held = False  # the waiting calls go out in the end
         self.h.end_input()
         for _ in range(100):
             if not self.h.runner.pending and not self.h.port.timers():

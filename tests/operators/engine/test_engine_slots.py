@@ -1,0 +1,51 @@
+"""When every call slot is held by calls that wait (in a model's admission, say), the task
+thread does not wait with them: inputs wait in keyed state and start as slots free."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine_harness import EchoTestModel, harness
+
+
+def test_inputs_wait_in_keyed_state_while_every_slot_is_held_and_start_as_slots_free(
+    tmp_path: Path,
+) -> None:
+    h = harness(tmp_path, EchoTestModel(), max_in_flight=2)
+    h.runner.slots_held = True  # the calls in flight wait (a Retry-After pause)
+    for key in "abcde":
+        h.send_input(key, f"{key}-1", f"hello {key}")
+    h.send_input("c", "c-2", "again c")
+    # Returned without finishing a call: two run, four inputs wait in their keys' queues.
+    assert sorted(c.key for c in h.runner.pending) == ["a", "b"]
+    assert h.engine._queue.waiting == 4
+    checkpoint = h.checkpoint()  # taken while they wait: the waiting inputs are in it
+    h.advance(5000)
+    assert h.outputs() == []  # the timers looked, found no slot, and look again later
+    h.runner.slots_held = False
+    h.settle_all()
+    h.advance(5000)
+    answered = [o["id"] for o in h.outputs()]
+    assert sorted(answered) == ["a-1", "b-1", "c-1", "c-2", "d-1", "e-1"]
+    assert answered.index("c-1") < answered.index("c-2")  # a key's order is kept
+    assert h.dead_letters() == []
+
+    h.restore(checkpoint)  # fail over: the waiting inputs come back with their timers
+    h.settle_all()
+    h.advance(5000)
+    assert sorted(o["id"] for o in h.outputs()) == ["a-1", "b-1", "c-1", "c-2", "d-1", "e-1"]
+    assert h.dead_letters() == []
+
+
+def test_at_the_bound_of_waiting_inputs_the_task_thread_waits_for_a_slot(tmp_path: Path) -> None:
+    h = harness(tmp_path, EchoTestModel(), max_in_flight=1, max_waiting_inputs=1)
+    h.send_input("a", "a-1", "one")
+    h.runner.slots_held = True
+    h.send_input("b", "b-1", "two")  # waits in keyed state: one may
+    assert h.engine._queue.waiting == 1
+    h.runner.slots_held = False
+    h.send_input("c", "c-1", "three")  # the bound is reached: the task thread waits (backpressure)
+    assert [c.key for c in h.runner.pending] == ["c"]
+    h.settle_all()
+    h.advance(5000)
+    assert sorted(o["id"] for o in h.outputs()) == ["a-1", "b-1", "c-1"]
