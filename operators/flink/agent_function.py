@@ -106,7 +106,7 @@ class AgentFunction(KeyedProcessFunction):
             self._loop,
             metrics,
             emitter,
-            parallelism=_parallelism(runtime_context),
+            parallelism=subtasks,
         )
         self._watch = TaskWatch(self.close)
         freeze_long_lived()
@@ -139,13 +139,3 @@ class AgentFunction(KeyedProcessFunction):
         """Hand a timer of a key to the engine; event time means the input has ended."""
         self._port.bind(ctx, ctx.get_current_key())
         yield from self._engine.on_timer(timestamp, ctx.time_domain() == TimeDomain.EVENT_TIME)
-
-
-def _parallelism(runtime_context: RuntimeContext) -> int:
-    """The operator's parallelism, also in thread mode, where PyFlink 2.3's own getter asks
-    the Java context for a method Flink 2 moved to its `getTaskInfo()`."""
-    try:
-        return runtime_context.get_number_of_parallel_subtasks()
-    except AttributeError:
-        java_context = runtime_context._runtime_context  # type: ignore[attr-defined]
-        return int(java_context.getTaskInfo().getNumberOfParallelSubtasks())
