@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from spec_files import write_spec
 
 from streamagents.jobs._model_choice import model_spec
 from streamagents.jobs.graph import agent_config
@@ -34,12 +34,6 @@ approvals:
 """
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "job.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 def problems(path: Path) -> str:
     with pytest.raises(SpecError) as caught:
         check_runnable(load_spec(path, {}))
@@ -47,7 +41,7 @@ def problems(path: Path) -> str:
 
 
 def test_tool_entries_with_approval_reach_the_agent_config(tmp_path: Path) -> None:
-    loaded = load_spec(write(tmp_path, BASE), {})
+    loaded = load_spec(write_spec(tmp_path, BASE), {})
     check_runnable(loaded)
     spec = loaded.spec
     assert spec.sinks.approval_requests is not None
@@ -71,7 +65,7 @@ def test_a_tool_needing_approval_without_a_request_sink_is_refused(tmp_path: Pat
     text = BASE.replace("  approval_requests: {path: out/approvals}\n", "").replace(
         "approvals:\n  files: {path: decisions, watch_interval_s: 1}\n", ""
     )
-    message = problems(write(tmp_path, text))
+    message = problems(write_spec(tmp_path, text))
     assert "needs approval, but sinks.approval_requests is not set" in message
 
 
@@ -85,7 +79,7 @@ def test_a_tool_declaring_approval_in_python_needs_the_request_sink(tmp_path: Pa
             "    - streamagents.jobs.examples.support_tools:refund\n",
         )
     )
-    message = problems(write(tmp_path, text))
+    message = problems(write_spec(tmp_path, text))
     assert "job.yaml:10: agent.tools[1]: tool 'refund' declares that its calls need approval" in (
         message
     )
@@ -106,7 +100,7 @@ def test_a_tool_declaring_approval_in_python_needs_the_request_sink(tmp_path: Pa
 def test_bad_approval_settings_are_refused_with_their_field(
     tmp_path: Path, change: tuple[str, str], expected: str
 ) -> None:
-    message = problems(write(tmp_path, BASE.replace(*change)))
+    message = problems(write_spec(tmp_path, BASE.replace(*change)))
     assert expected in message and "job.yaml:" in message
 
 
@@ -115,7 +109,7 @@ def test_while_parked_settings_reach_the_agent_config(tmp_path: Path) -> None:
         "  approval_timeout_s: 3600\n",
         "  while_parked: separate_run\n  max_inputs_per_parked_key: 4\n",
     )
-    loaded = load_spec(write(tmp_path, text), {})
+    loaded = load_spec(write_spec(tmp_path, text), {})
     check_runnable(loaded)
     config = agent_config(loaded, model_spec(loaded.model))
     assert (config.while_parked, config.max_inputs_per_parked_key) == ("separate_run", 4)
@@ -127,7 +121,7 @@ def test_while_parked_on_an_agent_without_approvals_is_refused(tmp_path: Path) -
         .replace("       approval_timeout_s: 600}", "       }")
         .replace("  approval_timeout_s: 3600\n", "  while_parked: separate_run\n")
     )
-    message = problems(write(tmp_path, text))
+    message = problems(write_spec(tmp_path, text))
     assert "job.yaml:7: agent.while_parked: while_parked applies to runs parked" in message
     assert "max_inputs_per_parked_key" not in message
 
@@ -138,7 +132,7 @@ def test_approvals_without_a_request_sink_are_refused(tmp_path: Path) -> None:
         .replace("approval: required,", "approval: none,")
         .replace("       approval_timeout_s: 600}", "       }")
     )
-    message = problems(write(tmp_path, text))
+    message = problems(write_spec(tmp_path, text))
     assert "approvals is set, but sinks.approval_requests is not set" in message
 
 
@@ -150,21 +144,21 @@ def test_kafka_approvals_and_request_sink_count_as_kafka_parts(tmp_path: Path) -
         "approval_requests: {path: out/approvals}",
         "approval_requests: {kafka: {topic: asks, bootstrap_servers: 'h:9'}}",
     )
-    parts = kafka_parts(load_spec(write(tmp_path, text), {}).spec)
+    parts = kafka_parts(load_spec(write_spec(tmp_path, text), {}).spec)
     assert ("approvals", "kafka") in parts
     assert ("sinks", "approval_requests", "kafka") in parts
 
 
 def test_approvals_on_an_input_read_once_are_refused_naming_the_fix(tmp_path: Path) -> None:
     text = BASE.replace("files: {path: in, watch_interval_s: 1}", "files: {path: in}")
-    message = problems(write(tmp_path, text))
+    message = problems(write_spec(tmp_path, text))
     assert "job.yaml:3: source.files: runs wait for approvals (a tool needs approval)" in message
     assert "ApprovalPending" in message and "set source.files.watch_interval_s" in message
 
 
 def test_decisions_read_once_are_refused_naming_the_fix(tmp_path: Path) -> None:
     text = BASE.replace("files: {path: decisions, watch_interval_s: 1}", "files: {path: d}")
-    message = problems(write(tmp_path, text))
+    message = problems(write_spec(tmp_path, text))
     assert "approvals.files: decisions are read once" in message
     assert "set approvals.files.watch_interval_s" in message
     assert "source.files" not in message  # the input itself is watched

@@ -4,10 +4,10 @@ and clear refusals of bad fallback specs (file, line and field named)."""
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
+from spec_files import write_spec
 
 from streamagents.connectors.providers.failover import FailoverModel
 from streamagents.jobs._model_choice import model_spec
@@ -45,15 +45,9 @@ sinks:
 """
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "job.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 def refusal(tmp_path: Path, text: str, runnable: bool = False) -> str:
     with pytest.raises(SpecError) as caught:
-        loaded = load_spec(write(tmp_path, text), ENV)
+        loaded = load_spec(write_spec(tmp_path, text), ENV)
         if runnable:
             check_runnable(loaded)
     return str(caught.value)
@@ -62,7 +56,7 @@ def refusal(tmp_path: Path, text: str, runnable: bool = False) -> str:
 def test_a_spec_with_fallbacks_runs_the_chain_in_order_with_each_models_settings(
     tmp_path: Path,
 ) -> None:
-    loaded = load_spec(write(tmp_path, SPEC), ENV)
+    loaded = load_spec(write_spec(tmp_path, SPEC), ENV)
     check_runnable(loaded)
     assert loaded.model.fallbacks[0].sdk_process is None  # as the entry's: where the job runs
     assert "o-key" not in repr(loaded.model)  # option values never shown
@@ -84,7 +78,7 @@ def test_validate_names_the_fallbacks(
 ) -> None:
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
-    assert main(["validate", str(write(tmp_path, SPEC))]) == 0
+    assert main(["validate", str(write_spec(tmp_path, SPEC))]) == 0
     assert "model      gemini gemini-3-pro, then openai gpt-fb" in capsys.readouterr().out
 
 
@@ -154,6 +148,6 @@ def test_builtin_tools_with_a_fallback_that_has_none_are_refused(tmp_path: Path)
 def test_the_docs_complete_failover_example_is_a_valid_spec(tmp_path: Path) -> None:
     page = DOCS.read_text()
     example = page.split("<!-- failover-example -->")[1].split("```yaml\n")[1].split("```")[0]
-    loaded = load_spec(write(tmp_path, example), ENV)
+    loaded = load_spec(write_spec(tmp_path, example), ENV)
     assert len(loaded.model.fallbacks) >= 2
     assert {f.provider for f in loaded.model.fallbacks} >= {"openai-responses"}

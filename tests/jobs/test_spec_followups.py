@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from spec_files import write_spec
 
 from streamagents.jobs._model_choice import model_spec
 from streamagents.jobs.graph import agent_config
@@ -29,14 +29,8 @@ sinks:
 """
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "job.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 def test_followup_settings_reach_the_agent_config_and_its_tools(tmp_path: Path) -> None:
-    loaded = load_spec(write(tmp_path, BASE), {})
+    loaded = load_spec(write_spec(tmp_path, BASE), {})
     check_runnable(loaded)
     config = agent_config(loaded, model_spec(loaded.model))
     followups = config.followups
@@ -61,7 +55,7 @@ def test_bad_followup_settings_are_refused_with_their_field(
     tmp_path: Path, change: tuple[str, str], expected: str
 ) -> None:
     with pytest.raises(SpecError) as caught:
-        check_runnable(load_spec(write(tmp_path, BASE.replace(*change)), {}))
+        check_runnable(load_spec(write_spec(tmp_path, BASE.replace(*change)), {}))
     message = str(caught.value)
     assert expected in message and "job.yaml:" in message and "followups" in message
 
@@ -69,9 +63,9 @@ def test_bad_followup_settings_are_refused_with_their_field(
 def test_followups_on_an_input_read_once_are_refused_naming_the_fix(tmp_path: Path) -> None:
     text = BASE.replace("files: {path: in, watch_interval_s: 1}", "files: {path: in}")
     with pytest.raises(SpecError) as caught:
-        check_runnable(load_spec(write(tmp_path, text), {}))
+        check_runnable(load_spec(write_spec(tmp_path, text), {}))
     message = str(caught.value)
     assert "job.yaml:3: source.files: follow-ups wait for their due time" in message
     assert "FollowupPending" in message and "set source.files.watch_interval_s" in message
     bounded_without = text.replace("enabled: true", "enabled: false")
-    check_runnable(load_spec(write(tmp_path, bounded_without), {}))  # nothing waits: fine
+    check_runnable(load_spec(write_spec(tmp_path, bounded_without), {}))  # nothing waits: fine

@@ -4,10 +4,10 @@ rules `validate` enforces (a jar to run with, transactions that outlive a checkp
 from __future__ import annotations
 
 import hashlib
-import textwrap
 from pathlib import Path
 
 import pytest
+from spec_files import write_spec
 
 from streamagents.connectors import connector_jars
 from streamagents.connectors.connector_jars import ConnectorJar
@@ -37,12 +37,6 @@ checkpointing: {interval_s: 10}
 """
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "job.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 @pytest.fixture
 def jar_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty jar cache; the installed Flink's Kafka jar would be cached here."""
@@ -61,7 +55,7 @@ def cache_a_jar(cache: Path) -> Path:
 def test_kafka_sink_defaults_to_exactly_once_with_a_15_minute_transaction_timeout(
     tmp_path: Path, jar_cache: Path
 ) -> None:
-    spec = load_spec(write(tmp_path, KAFKA_JOB), ENV).spec
+    spec = load_spec(write_spec(tmp_path, KAFKA_JOB), ENV).spec
     sink = spec.sinks.outputs.kafka
     assert sink is not None and spec.sinks.outputs.path is None
     assert sink.delivery == "exactly-once" and sink.transaction_timeout_s == 900
@@ -74,13 +68,13 @@ def test_kafka_sink_defaults_to_exactly_once_with_a_15_minute_transaction_timeou
 def test_a_kafka_source_starts_at_committed_offsets_falling_back_to_earliest(
     tmp_path: Path,
 ) -> None:
-    source = load_spec(write(tmp_path, KAFKA_JOB), ENV).spec.source.kafka
+    source = load_spec(write_spec(tmp_path, KAFKA_JOB), ENV).spec.source.kafka
     assert source is not None
     assert (source.starting_offsets, source.offset_reset) == ("committed", "earliest")
     text = KAFKA_JOB.replace(
         "    group_id: tickets", "    group_id: tickets\n    offset_reset: none"
     )
-    source = load_spec(write(tmp_path, text), ENV).spec.source.kafka
+    source = load_spec(write_spec(tmp_path, text), ENV).spec.source.kafka
     assert source is not None and source.offset_reset == "none"
 
 
@@ -92,11 +86,11 @@ def test_offset_reset_is_refused_beside_starting_offsets_that_ignore_the_group(
         "    group_id: tickets\n    starting_offsets: earliest\n    offset_reset: latest",
     )
     with pytest.raises(SpecError, match="offset_reset applies to starting_offsets: committed"):
-        load_spec(write(tmp_path, text), ENV)
+        load_spec(write_spec(tmp_path, text), ENV)
 
 
 def test_a_missing_connector_jar_names_the_command_to_run(tmp_path: Path, jar_cache: Path) -> None:
-    loaded = load_spec(write(tmp_path, KAFKA_JOB), ENV)
+    loaded = load_spec(write_spec(tmp_path, KAFKA_JOB), ENV)
     with pytest.raises(SpecError) as caught:
         check_runnable(loaded)
     message = str(caught.value)
@@ -112,7 +106,7 @@ def test_a_named_connector_jar_must_exist(tmp_path: Path, jar_cache: Path) -> No
     text = KAFKA_JOB.replace(
         "    group_id: tickets", "    group_id: tickets\n    connector_jar: k.jar"
     )
-    loaded = load_spec(write(tmp_path, text), ENV)
+    loaded = load_spec(write_spec(tmp_path, text), ENV)
     with pytest.raises(SpecError, match=r":7: source.kafka.connector_jar: no such file: .*k\.jar"):
         check_runnable(loaded)
     (tmp_path / "k.jar").write_bytes(b"jar")
@@ -127,7 +121,7 @@ def test_exactly_once_transactions_must_outlive_the_checkpoint_interval(
         "      topic: answers", "      topic: answers\n      transaction_timeout_s: 10"
     )
     with pytest.raises(SpecError) as caught:
-        check_runnable(load_spec(write(tmp_path, text), ENV))
+        check_runnable(load_spec(write_spec(tmp_path, text), ENV))
     assert (
         ":14: sinks.outputs.kafka.transaction_timeout_s: the transaction timeout (10 s) must "
         "be longer than checkpointing.interval_s (10 s)" in str(caught.value)
@@ -135,19 +129,19 @@ def test_exactly_once_transactions_must_outlive_the_checkpoint_interval(
     at_least_once = text.replace(
         "      topic: answers", "      topic: answers\n      delivery: at-least-once"
     )
-    check_runnable(load_spec(write(tmp_path, at_least_once), ENV))
+    check_runnable(load_spec(write_spec(tmp_path, at_least_once), ENV))
 
 
 def test_a_sink_is_a_path_or_a_topic_not_both(tmp_path: Path) -> None:
     text = KAFKA_JOB.replace("  dead_letters: {path: out/dead}", "  dead_letters: {}")
     with pytest.raises(SpecError, match=r"sinks\.dead_letters: expected exactly one of 'path' or"):
-        load_spec(write(tmp_path, text), ENV)
+        load_spec(write_spec(tmp_path, text), ENV)
     both = KAFKA_JOB.replace(
         "  dead_letters: {path: out/dead}",
         "  dead_letters: {path: out/dead, kafka: {topic: d, bootstrap_servers: b:1}}",
     )
     with pytest.raises(SpecError, match="got path, kafka"):
-        load_spec(write(tmp_path, both), ENV)
+        load_spec(write_spec(tmp_path, both), ENV)
 
 
 def test_unknown_delivery_suggests_the_nearest(tmp_path: Path) -> None:
@@ -155,13 +149,13 @@ def test_unknown_delivery_suggests_the_nearest(tmp_path: Path) -> None:
         "      topic: answers", "      topic: answers\n      delivery: exactly_once"
     )
     with pytest.raises(SpecError, match="did you mean 'exactly-once'"):
-        load_spec(write(tmp_path, text), ENV)
+        load_spec(write_spec(tmp_path, text), ENV)
 
 
 def test_sink_properties_from_the_environment_never_appear_in_the_spec_repr(
     tmp_path: Path,
 ) -> None:
-    spec = load_spec(write(tmp_path, KAFKA_JOB), ENV).spec
+    spec = load_spec(write_spec(tmp_path, KAFKA_JOB), ENV).spec
     sink = spec.sinks.outputs.kafka
     assert sink is not None and ENV["KAFKA_SECRET"] in sink.properties["sasl.jaas.config"]
     for shown in (repr(spec), str(spec), repr(sink)):
@@ -176,7 +170,7 @@ def test_validate_prints_the_topics_and_fails_without_a_jar(
 ) -> None:
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
-    path = write(tmp_path, KAFKA_JOB)
+    path = write_spec(tmp_path, KAFKA_JOB)
     assert main(["validate", str(path)]) == 2
     assert "streamagents jars fetch kafka" in capsys.readouterr().err
     cache_a_jar(jar_cache)
@@ -189,7 +183,7 @@ def test_validate_explains_a_flink_version_without_known_jars(
     tmp_path: Path, jar_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(connector_jars, "flink_version", lambda: "1.17.2")
-    loaded = load_spec(write(tmp_path, KAFKA_JOB), ENV)
+    loaded = load_spec(write_spec(tmp_path, KAFKA_JOB), ENV)
     with pytest.raises(SpecError, match=r"no connector jars are known for Flink 1\.17\.2"):
         check_runnable(loaded)
 
@@ -205,17 +199,17 @@ def test_connector_table_digests_are_sha256_hex() -> None:
 def test_the_event_log_goes_to_a_directory_or_a_topic(tmp_path: Path, jar_cache: Path) -> None:
     cache_a_jar(jar_cache)
     text = KAFKA_JOB + "event_log:\n  kafka: {topic: events, bootstrap_servers: broker:9092}\n"
-    loaded = load_spec(write(tmp_path, text), ENV)
+    loaded = load_spec(write_spec(tmp_path, text), ENV)
     event_log = loaded.spec.event_log
     assert event_log is not None and event_log.path is None
     assert event_log.describe() == "kafka topic events" and event_log.level == "standard"
     check_runnable(loaded)
     both = text + "  path: out/events\n"
     with pytest.raises(SpecError, match="event_log: expected exactly one of 'path' or 'kafka'"):
-        load_spec(write(tmp_path, both), ENV)
+        load_spec(write_spec(tmp_path, both), ENV)
     rolled = text + "  roll_bytes: 1000\n"
     with pytest.raises(SpecError, match="roll_bytes and roll_seconds apply to event-log files"):
-        load_spec(write(tmp_path, rolled), ENV)
+        load_spec(write_spec(tmp_path, rolled), ENV)
 
 
 def test_an_event_log_topic_needs_the_jar_too(tmp_path: Path, jar_cache: Path) -> None:
@@ -232,4 +226,4 @@ def test_an_event_log_topic_needs_the_jar_too(tmp_path: Path, jar_cache: Path) -
       kafka: {topic: events, bootstrap_servers: broker:9092}
     """
     with pytest.raises(SpecError, match=r":10: event_log\.kafka: no Kafka connector jar in the"):
-        check_runnable(load_spec(write(tmp_path, text), ENV))
+        check_runnable(load_spec(write_spec(tmp_path, text), ENV))

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from spec_files import write_spec
 
 from streamagents.jobs._model_choice import model_spec
 from streamagents.jobs.graph import agent_config
@@ -32,14 +32,8 @@ sinks:
 """
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "job.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 def test_spend_settings_reach_the_agent_config(tmp_path: Path) -> None:
-    loaded = load_spec(write(tmp_path, BASE), {})
+    loaded = load_spec(write_spec(tmp_path, BASE), {})
     check_runnable(loaded)
     config = agent_config(loaded, model_spec(loaded.model))
     prices = config.model.prices
@@ -66,6 +60,6 @@ def test_bad_spend_settings_are_refused_with_their_field(
     tmp_path: Path, change: tuple[str, str], expected: str
 ) -> None:
     with pytest.raises(SpecError) as caught:
-        check_runnable(load_spec(write(tmp_path, BASE.replace(*change)), {}))
+        check_runnable(load_spec(write_spec(tmp_path, BASE.replace(*change)), {}))
     message = str(caught.value)
     assert expected in message and "job.yaml:" in message
