@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
-from streamagents.connectors.providers import PROVIDER_NAMES, PROVIDERS
+from streamagents.connectors.providers import PROVIDER_NAMES, ChatModel, adapter_class
 from streamagents.jobs._telemetry_env import TelemetryEnvError, telemetry_config
 from streamagents.jobs._yaml_source import (
     FieldPath,
@@ -552,19 +552,20 @@ def check_runnable(loaded: LoadedSpec) -> None:
     problems = []
     approving = False
     provider = loaded.model.wire
-    if provider not in PROVIDERS:
+    try:
+        adapter = adapter_class(provider)
+    except (ValueError, ImportError) as exc:
         index = loaded.spec.agent.model.index(loaded.model)
         path = ("agent", "model", index, "provider")
         problems.append(
             SpecProblem(
                 loaded.source.source_map.line_of(_yaml_path(path, loaded.source.data)),
                 _dotted(_yaml_path(path, loaded.source.data)),
-                f"provider {provider!r} is not available in this installation "
-                f"(available: {', '.join(sorted(PROVIDERS))})",
+                f"provider {provider!r} is not available in this installation ({exc})",
             )
         )
     else:
-        problems += _model_option_problems(loaded, provider)
+        problems += _model_option_problems(loaded, adapter)
     for index, target in enumerate(loaded.spec.agent.tools):
         try:
             found = load_tool(target.ref)
@@ -599,14 +600,14 @@ def check_runnable(loaded: LoadedSpec) -> None:
         raise SpecError(str(loaded.path), _redacted(problems, loaded.source))
 
 
-def _model_option_problems(loaded: LoadedSpec, provider: str) -> list[SpecProblem]:
+def _model_option_problems(loaded: LoadedSpec, adapter: type[ChatModel]) -> list[SpecProblem]:
     """The chosen model's client options its adapter refuses (an unknown option, a bad
     `transport`), named before the job starts rather than when its function opens."""
-    options_type = getattr(PROVIDERS[provider], "options_type", None)
+    options_type = getattr(adapter, "options_type", None)
     if options_type is None:
         return []
     try:
-        options_type.from_keywords(provider, loaded.model.options)
+        options_type.from_keywords(loaded.model.wire, loaded.model.options)
     except (TypeError, ValueError) as exc:
         index = loaded.spec.agent.model.index(loaded.model)
         path = _yaml_path(("agent", "model", index, "options"), loaded.source.data)
