@@ -7,13 +7,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from streamagents.jobs.cluster import StandaloneCluster, rest_call
+from streamagents.jobs.cluster import StandaloneCluster, flink_home, rest_call
 
 __all__ = [
     "cancel",
@@ -50,19 +51,21 @@ def restarting_cluster(workdir: Path, taskmanagers: int = 2) -> Iterator[Standal
 
 
 def start_spare(cluster: StandaloneCluster) -> None:
-    """Start one more TaskManager (it registers on its own, a few seconds later): started
-    once a job's tasks are placed, it is the free slot a restart after a kill lands on."""
-    cluster.add_taskmanager()
+    """Start one more TaskManager without waiting for Flink's script (on a loaded machine
+    it can take a minute; the TaskManager registers on its own later): started once a
+    job's tasks are placed, it is the free slot a restart after a kill lands on."""
+    subprocess.Popen(
+        ["bash", str(flink_home() / "bin" / "taskmanager.sh"), "start"],
+        env=cluster.environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
-def kill_taskmanager(cluster: StandaloneCluster, timeout_s: float = 120) -> int:
+def kill_taskmanager(cluster: StandaloneCluster, timeout_s: float = 300) -> int:
     """`kill -9` the cluster's oldest TaskManager (one that runs a subtask of the job) once
-    a spare has registered, so the restart does not wait for a TaskManager to start (the
-    spare is started here unless `start_spare` did it before); returns how many
-    TaskManagers were registered at the kill."""
-    alive = cluster.taskmanager_pids()
-    if len(alive) <= cluster.taskmanagers:
-        start_spare(cluster)
+    the spare `start_spare` started has registered, so the restart does not wait for a
+    TaskManager to start; returns how many TaskManagers were registered at the kill."""
     deadline = time.monotonic() + timeout_s
     while True:
         with contextlib.suppress(urllib.error.URLError, OSError, ValueError, KeyError):
