@@ -123,7 +123,7 @@ def finish_when_answered(
     target: str,
     done: threading.Event,
     *,
-    poll_s: float = 1.0,
+    poll_s: float = 0.25,
     timeout_s: float = 300.0,
     announce: Callable[[], None] = lambda: None,
 ) -> str | None:

@@ -265,8 +265,9 @@ def _run(args: argparse.Namespace) -> int:
         config.set_string("restart-strategy.type", "fixed-delay")
         config.set_string("restart-strategy.fixed-delay.attempts", "3")
         config.set_string("restart-strategy.fixed-delay.delay", "2 s")
-        # Fresh metrics: progress lines, and the end of a held input seen within a second.
-        config.set_string("metrics.fetcher.update-interval", "1000")
+        # Fresh metrics: progress lines, and the end of a held input confirmed within a
+        # second (idle for a fetch interval plus two polls of `finish_when_answered`).
+        config.set_string("metrics.fetcher.update-interval", "500")
         env = StreamExecutionEnvironment.get_execution_environment(config)
         build_job(env, loaded, model_spec(loaded.model, demo_url), hold_input_end=hold)
         client = env.execute_async(spec.name)

@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
-from streamagents.connectors.providers import PROVIDER_NAMES, PROVIDERS
+from streamagents.connectors.providers import PROVIDER_NAMES, ChatModel, adapter_class
 from streamagents.connectors.record_offload import DEFAULT_MAX_RECORD_BYTES, MIN_MAX_RECORD_BYTES
 from streamagents.jobs._telemetry_env import TelemetryEnvError, telemetry_config
 from streamagents.jobs._yaml_source import (
@@ -609,19 +609,20 @@ def check_runnable(loaded: LoadedSpec) -> None:
     problems = []
     approving = False
     provider = loaded.model.wire
-    if provider not in PROVIDERS:
+    try:
+        adapter = adapter_class(provider)
+    except (ValueError, ImportError) as exc:
         index = loaded.spec.agent.model.index(loaded.model)
         path = ("agent", "model", index, "provider")
         problems.append(
             SpecProblem(
                 loaded.source.source_map.line_of(_yaml_path(path, loaded.source.data)),
                 _dotted(_yaml_path(path, loaded.source.data)),
-                f"provider {provider!r} is not available in this installation "
-                f"(available: {', '.join(sorted(PROVIDERS))})",
+                f"provider {provider!r} is not available in this installation ({exc})",
             )
         )
     else:
-        problems += _model_option_problems(loaded, provider)
+        problems += _model_option_problems(loaded, adapter)
     problems += _fallback_problems(loaded)
     for index, target in enumerate(loaded.spec.agent.tools):
         try:
@@ -658,14 +659,14 @@ def check_runnable(loaded: LoadedSpec) -> None:
         raise SpecError(str(loaded.path), _redacted(problems, loaded.source))
 
 
-def _model_option_problems(loaded: LoadedSpec, provider: str) -> list[SpecProblem]:
+def _model_option_problems(loaded: LoadedSpec, adapter: type[ChatModel]) -> list[SpecProblem]:
     """The chosen model's client options its adapter refuses (an unknown option, a bad
     `transport`), named before the job starts rather than when its function opens."""
-    options_type = getattr(PROVIDERS[provider], "options_type", None)
+    options_type = getattr(adapter, "options_type", None)
     if options_type is None:
         return []
     try:
-        options_type.from_keywords(provider, loaded.model.options)
+        options_type.from_keywords(loaded.model.wire, loaded.model.options)
     except (TypeError, ValueError) as exc:
         index = loaded.spec.agent.model.index(loaded.model)
         path = _yaml_path(("agent", "model", index, "options"), loaded.source.data)
@@ -681,15 +682,15 @@ def _fallback_problems(loaded: LoadedSpec) -> list[SpecProblem]:
     index = loaded.spec.agent.model.index(loaded.model)
     for number, fallback in enumerate(loaded.model.fallbacks):
         where = ("agent", "model", index, "fallbacks", number)
-        adapter = PROVIDERS.get(fallback.provider)
-        if adapter is None:
+        try:
+            adapter = adapter_class(fallback.provider)
+        except (ValueError, ImportError) as exc:
             path = _yaml_path((*where, "provider"), loaded.source.data)
             problems.append(
                 SpecProblem(
                     loaded.source.source_map.line_of(path),
                     _dotted(path),
-                    f"provider {fallback.provider!r} is not available in this installation "
-                    f"(available: {', '.join(sorted(PROVIDERS))})",
+                    f"provider {fallback.provider!r} is not available in this installation ({exc})",
                 )
             )
             continue

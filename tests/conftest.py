@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from clusters import cancel_unfinished_jobs, restarting_cluster, wait_until_idle
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
+from streamagents.jobs.cluster import StandaloneCluster
 
 
 @pytest.fixture
@@ -14,3 +16,23 @@ def stub() -> Iterator[LoopbackStubServer]:
     """A loopback stub server on 127.0.0.1, stopped after the test."""
     with LoopbackStubServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def shared_restarting_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[StandaloneCluster]:
+    """JobManager + 2 TaskManagers that restart a failed job, started once for every test
+    that kills TaskManagers (Kafka and reliability; a start costs half a minute, more on a
+    loaded machine); always stopped, even on failure."""
+    with restarting_cluster(tmp_path_factory.mktemp("cluster")) as handle:
+        yield handle
+
+
+@pytest.fixture()
+def cluster(shared_restarting_cluster: StandaloneCluster) -> Iterator[StandaloneCluster]:
+    """The shared restarting cluster, idle with 2 TaskManagers (a killed one replaced and
+    forgotten) when the test starts; a job the test left running is cancelled when it ends."""
+    wait_until_idle(shared_restarting_cluster)
+    yield shared_restarting_cluster
+    cancel_unfinished_jobs(shared_restarting_cluster.rest_address)

@@ -1,8 +1,8 @@
 """Chat-model providers behind one interface, and `create_model` to build one by name.
 
 The adapters and `PROVIDERS` are imported on first use (PEP 562 `__getattr__`): each
-family pulls in its SDK, and a process that needs one adapter (the SDK worker, say) then
-does not import the other SDK.
+family pulls in its SDK, and a process that needs one adapter (the SDK worker, a job, the
+command line checking a spec) imports only that family's SDK (`adapter_class`).
 
 An adapter is written with the public modules here: `base` (`ChatModel`, `ModelOptions`,
 the SDK shell `SDKChatModel`), `errors`, `retry`, `neutral_request` and `media_encoding`.
@@ -62,6 +62,7 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "UnsupportedContent",
+    "adapter_class",
     "create_model",
     "provider_family",
 ]
@@ -91,10 +92,22 @@ def provider_family(provider: str) -> str | None:
     return None if adapter is None else _ADAPTERS[adapter].split(".")[-2]
 
 
+def adapter_class(provider: str) -> type[ChatModel]:
+    """The adapter class of one provider name, importing only its family's SDK; raises
+    `ValueError` for a name that is not a provider and `ImportError` when its SDK is
+    missing."""
+    adapter = _PROVIDER_ADAPTERS.get(provider)
+    if adapter is None:
+        known = ", ".join(sorted(PROVIDER_NAMES))
+        raise ValueError(f"unknown model provider {provider!r}; known: {known}")
+    found: type[ChatModel] = __getattr__(adapter)
+    return found
+
+
 @functools.cache
 def _providers() -> dict[str, type[ChatModel]]:
-    """`PROVIDERS`: provider name -> adapter class (the names `create_model` accepts)."""
-    return {provider: __getattr__(adapter) for provider, adapter in _PROVIDER_ADAPTERS.items()}
+    """`PROVIDERS`: provider name -> adapter class (imports every family's SDK)."""
+    return {provider: adapter_class(provider) for provider in PROVIDER_NAMES}
 
 
 def __getattr__(name: str) -> Any:
@@ -126,12 +139,7 @@ def create_model(
     True, False, or None where this process may use two cores or more (`wants_worker`);
     `message_json` is the caller's cache of messages' JSON, which the worker's requests share.
     """
-    providers = _providers()
-    try:
-        adapter = providers[provider]
-    except KeyError:
-        known = ", ".join(sorted(providers))
-        raise ValueError(f"unknown model provider {provider!r}; known: {known}") from None
+    adapter = adapter_class(provider)
     if prefix_cache is not None:
         from streamagents.connectors.providers.gemini._context_cache import (
             ContextCacheSettings,

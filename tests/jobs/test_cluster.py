@@ -13,10 +13,16 @@ from typing import Any
 
 import yaml
 
-from streamagents.jobs.cluster import StandaloneCluster, interpreter_first, script_environment
+from streamagents.jobs.cluster import (
+    FAILURE_DETECTION,
+    StandaloneCluster,
+    interpreter_first,
+    script_environment,
+)
 from streamagents.operators.flink.settings import BUFFER_DEBLOAT
 
 BIN = str(Path(sys.executable).parent)
+COMPOSE = Path(__file__).resolve().parents[2] / "docker" / "compose.yaml"
 
 
 def test_the_interpreter_s_directory_comes_first_on_path_once() -> None:
@@ -42,6 +48,22 @@ def test_a_cluster_debloats_its_network_buffers_unless_told_otherwise(tmp_path: 
     aligned = StandaloneCluster(tmp_path / "off", conf={BUFFER_DEBLOAT: False})
     aligned.write_configuration()
     assert written_setting(aligned, BUFFER_DEBLOAT) is False
+
+
+def test_clusters_the_product_starts_notice_a_lost_taskmanager_within_seconds(
+    tmp_path: Path,
+) -> None:
+    """`cluster start` and the docker compose cluster write the same failure-detection
+    settings (Flink's defaults take ~20 s to notice a `kill -9`, 50 s a hung process)."""
+    cluster = StandaloneCluster(tmp_path / "cluster")
+    cluster.write_configuration()
+    for key, value in FAILURE_DETECTION.items():
+        assert written_setting(cluster, key) == value, key
+    compose = yaml.safe_load(COMPOSE.read_text())
+    properties = yaml.safe_load(compose["x-flink"]["environment"]["FLINK_PROPERTIES"])
+    assert {key: properties[key] for key in FAILURE_DETECTION} == FAILURE_DETECTION
+    noticed_s = FAILURE_DETECTION["heartbeat.interval"] / 1000
+    assert noticed_s * FAILURE_DETECTION["heartbeat.rpc-failure-threshold"] <= 3
 
 
 def test_stop_terms_every_daemon_of_its_pid_files_kills_the_stubborn_and_forgets_them(

@@ -4,7 +4,7 @@ JobManager + 2 TaskManagers on 127.0.0.1 run a spec submitted with `streamagents
 a 3-partition input topic read from the earliest offset, parallelism 2, a checkpoint
 every second, outputs written to a topic exactly once. A Gemini stub in this process
 answers each input after 20-60 ms. Once it has been asked about 40% of the inputs it holds
-further calls; one TaskManager is then killed with SIGKILL, a replacement started and
+further calls; one TaskManager is then killed with SIGKILL (a spare having joined before) and
 the calls released; Flink restarts the job from its last checkpoint, aborting the
 transactions the dead TaskManager left open. A `read_committed` consumer must then find
 exactly one output per input and each key's outputs in input order, with the source
@@ -14,10 +14,8 @@ group's lag at 0. The figures are printed.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
-import signal
 import subprocess
 import threading
 import time
@@ -26,13 +24,20 @@ from pathlib import Path
 
 import pytest
 from cli_jobs import CLI, demo_env
-from clusters import cancel, checkpoint_counts, restarting_cluster, restarts
+from clusters import (
+    cancel,
+    checkpoint_counts,
+    kill_taskmanager,
+    restarts,
+    start_spare,
+)
 from doubles import text_reply
 from kafka_broker import KafkaBroker
 from kafka_tools import committed_lag, kafka_sinks, kafka_source, produce, read_topic
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.jobs._progress import job_state
+from streamagents.jobs.cluster import StandaloneCluster
 
 pytestmark = pytest.mark.reliability
 
@@ -96,7 +101,10 @@ def write_spec(folder: Path, broker: KafkaBroker, stub_url: str, topics: dict[st
 
 
 def test_killing_a_taskmanager_loses_and_duplicates_no_kafka_output(
-    kafka_broker: KafkaBroker, kafka_connector_jar: Path, tmp_path: Path
+    kafka_broker: KafkaBroker,
+    kafka_connector_jar: Path,
+    cluster: StandaloneCluster,
+    tmp_path: Path,
 ) -> None:
     started = time.monotonic()
     topics = {"inputs": "tm-inputs", "outputs": "tm-answers", "dead": "tm-dead-letters"}
@@ -123,10 +131,7 @@ def test_killing_a_taskmanager_loses_and_duplicates_no_kafka_output(
     )
     model = SlowModel(hold_after=int(KILL_AT * INPUTS))
     kill: dict[str, object] = {}
-    with (
-        restarting_cluster(tmp_path / "cluster") as cluster,
-        LoopbackStubServer(model) as stub,
-    ):
+    with LoopbackStubServer(model) as stub:
         address = cluster.rest_address
         spec = write_spec(tmp_path, kafka_broker, stub.url, topics)
         submitted = subprocess.run(
@@ -141,6 +146,7 @@ def test_killing_a_taskmanager_loses_and_duplicates_no_kafka_output(
         found = re.search(r"^([0-9a-f]{32})$", submitted.stdout, re.MULTILINE)
         assert found, submitted.stdout
         job_id = found.group(1)
+        start_spare(cluster)
         deadline = time.monotonic() + TIMEOUT_S
         while True:
             assert time.monotonic() < deadline, f"not all answers committed in {TIMEOUT_S} s"
@@ -148,14 +154,13 @@ def test_killing_a_taskmanager_loses_and_duplicates_no_kafka_output(
             assert state not in ("FAILED", "CANCELED"), f"job ended {state}"
             if not kill and len(model.calls) > model.hold_after:
                 committed = len(read_topic(servers, topics["outputs"]))
-                os.kill(cluster.taskmanager_pids()[0], signal.SIGKILL)
+                kill_taskmanager(cluster)
                 kill = {
                     "at_s": round(time.monotonic() - started, 1),
                     "inputs_asked_of_model": len(model.calls),
                     "committed_outputs": committed,
                     "checkpoints": checkpoint_counts(address, job_id),
                 }
-                cluster.add_taskmanager()
                 model.release.set()
             outputs = read_topic(servers, topics["outputs"])
             if kill and len({r.json()["id"] for r in outputs}) >= INPUTS:

@@ -1,18 +1,20 @@
-"""Soak: a steady stream over thousands of keys with a short memory TTL levels off.
+"""Soak: a steady stream over a thousand keys and more with a short memory TTL levels off.
 
 One real PyFlink job (mini-cluster, thread mode, parallelism 2, checkpoints every 2 s)
-runs the agent through the real Gemini adapter against a loopback stub for about two and
-a half minutes. Inputs arrive at a steady rate; every key gets a few turns a fraction of
-a second apart and is never seen again (`soak_tools`), so its history is written, read
-by its next turns, and then only the memory TTL removes it. The test samples, from the
-mini-cluster's REST API and /proc, the keys seen, the last checkpoint's state size, the
-TaskManager's JVM heap, the RSS of the JVM process (the Python interpreter lives in it in
-thread mode) and `histories_expired`, prints them, writes them to `soak-samples.json` in
-the test's tmp dir, and checks that state and memory level off while keys keep growing.
+runs the agent through the real Gemini adapter against a loopback stub for a minute (60
+inputs/s, about 1,200 keys: thirds of 20 s to compare). Inputs arrive at a steady rate;
+every key gets a few turns a fraction of a second apart and is never seen again
+(`soak_tools`), so its history is written, read by its next turns, and then only the
+memory TTL removes it. The test samples, from the mini-cluster's REST API and /proc, the
+keys seen, the last checkpoint's state size, the TaskManager's JVM heap, the RSS of the
+JVM process (the Python interpreter lives in it in thread mode) and `histories_expired`,
+prints them, writes them to `soak-samples.json` in the test's tmp dir, and checks that
+state and memory level off while keys keep growing.
 
 `SOAK_TTL_S` overrides the TTL (`off` for none), `SOAK_RATE` the inputs per second and
-`SOAK_SECONDS` the input time, `SOAK_SAMPLES_JSON` where the samples go:
-`SOAK_TTL_S=off` shows the assertions fail when histories are never removed.
+`SOAK_SECONDS` the input time (a longer soak: `SOAK_RATE=40 SOAK_SECONDS=600`),
+`SOAK_SAMPLES_JSON` where the samples go: `SOAK_TTL_S=off` shows the assertions fail when
+histories are never removed.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ from streamagents.operators.flink import agent_stream, configure_environment
 
 _TTL = os.environ.get("SOAK_TTL_S", "3")
 TTL_S = None if _TTL == "off" else float(_TTL)
-RATE_PER_S = float(os.environ.get("SOAK_RATE", "40"))
-INPUT_S = float(os.environ.get("SOAK_SECONDS", "150"))
+RATE_PER_S = float(os.environ.get("SOAK_RATE", "60"))
+INPUT_S = float(os.environ.get("SOAK_SECONDS", "60"))
 INPUTS = int(RATE_PER_S * INPUT_S)
 SAMPLE_EVERY_S = 2.0
 JOB_DEADLINE_S = INPUT_S + 240

@@ -8,7 +8,8 @@ and a kill then redoes every call since the source ended). Each input is a tool 
 model asks for `lookup_order`, then answers) against a Gemini stub in this process whose
 replies take 50-100 ms; some inputs carry an inline image above the offload threshold.
 When the model has answered about 20% and again about 60% of the inputs, one TaskManager
-process is killed with SIGKILL and a replacement is started. Every input must end with
+process is killed with SIGKILL, a spare having joined before (so the restart does not
+wait for a TaskManager to start). Every input must end with
 exactly one committed output, every media ref resolvable in the store, no temporary files
 left there, at least two restarts on record and few calls made twice; then the job is
 cancelled. The figures go to a JSON file.
@@ -27,9 +28,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import random
-import signal
 import threading
 import time
 import urllib.error
@@ -39,7 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from backlog_scenario import submit
-from clusters import cancel, checkpoint_counts, checkpoint_failures, restarts
+from clusters import (
+    cancel,
+    checkpoint_counts,
+    checkpoint_failures,
+    kill_taskmanager,
+    restarts,
+    start_spare,
+)
 from doubles import calls_reply, text_reply
 from e2e_tools import image_bytes
 
@@ -210,6 +216,7 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
     with LoopbackStubServer(model) as stub:
         spec = write_spec(job, stub.url)
         job_id = submit(spec, address)
+        start_spare(cluster)
 
         deadline = time.monotonic() + JOB_TIMEOUT_S
         first_commit_s: float | None = None
@@ -224,8 +231,7 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
                 first_commit_s = round(time.monotonic() - started, 1)
             answered = len(model.answered)
             if len(kills) < len(KILL_AT) and answered >= KILL_AT[len(kills)] * INPUTS:
-                victim = cluster.taskmanager_pids()[0]
-                os.kill(victim, signal.SIGKILL)
+                kill_taskmanager(cluster)
                 kills.append(
                     {
                         "at_s": round(time.monotonic() - started, 1),
@@ -236,7 +242,8 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
                         "checkpoint_failures": checkpoint_failures(address, job_id),
                     }
                 )
-                cluster.add_taskmanager()
+                if len(kills) < len(KILL_AT):
+                    start_spare(cluster)  # the next kill's
             time.sleep(0.5)
             restart_count = max(restart_count, restarts(address, job_id))
         exceptions = rest_call(address, f"/jobs/{job_id}/exceptions", timeout_s=10)

@@ -1,24 +1,31 @@
-"""A standalone Flink cluster that restarts failed jobs, and the REST figures of a restart,
-for the tests that kill TaskManagers; what makes such a cluster ready for the next test."""
+"""A standalone Flink cluster that restarts failed jobs, killing one of its TaskManagers with
+a spare ready, and the REST figures of a restart, for the tests that kill TaskManagers;
+what makes such a cluster ready for the next test."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from streamagents.jobs.cluster import StandaloneCluster, rest_call
+from streamagents.jobs.cluster import StandaloneCluster, flink_home, rest_call
 
 __all__ = [
     "cancel",
     "cancel_unfinished_jobs",
     "checkpoint_counts",
     "checkpoint_failures",
+    "kill_taskmanager",
     "restarting_cluster",
     "restarts",
+    "seconds_until_forgotten",
+    "start_spare",
     "wait_until_idle",
 ]
 
@@ -26,14 +33,12 @@ __all__ = [
 @contextlib.contextmanager
 def restarting_cluster(workdir: Path, taskmanagers: int = 2) -> Iterator[StandaloneCluster]:
     """JobManager + TaskManagers that restart a failed job (fixed delay, 20 attempts) and
-    notice a killed TaskManager within seconds; always stopped, and checked gone, at exit."""
+    notice a killed TaskManager as every cluster `StandaloneCluster` writes does (within
+    seconds); always stopped, and checked gone, at exit."""
     conf = {
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": 20,
-        "restart-strategy.fixed-delay.delay": "2 s",
-        # Notice a killed TaskManager in seconds, not after the default 50 s.
-        "heartbeat.interval": 2000,
-        "heartbeat.timeout": 20000,
+        "restart-strategy.fixed-delay.delay": "1 s",
         # Fresh REST metrics: `submit --wait` sees a held bounded input answered sooner.
         "metrics.fetcher.update-interval": 1000,
     }
@@ -43,6 +48,48 @@ def restarting_cluster(workdir: Path, taskmanagers: int = 2) -> Iterator[Standal
     finally:
         handle.stop()
     assert handle.pids() == [], "cluster processes outlived the test"
+
+
+def start_spare(cluster: StandaloneCluster) -> None:
+    """Start one more TaskManager without waiting for Flink's script (on a loaded machine
+    it can take a minute; the TaskManager registers on its own later): started once a
+    job's tasks are placed, it is the free slot a restart after a kill lands on."""
+    subprocess.Popen(
+        ["bash", str(flink_home() / "bin" / "taskmanager.sh"), "start"],
+        env=cluster.environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def kill_taskmanager(cluster: StandaloneCluster, timeout_s: float = 300) -> int:
+    """`kill -9` the cluster's oldest TaskManager (one that runs a subtask of the job) once
+    the spare `start_spare` started has registered, so the restart does not wait for a
+    TaskManager to start; returns how many TaskManagers were registered at the kill."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(urllib.error.URLError, OSError, ValueError, KeyError):
+            overview = rest_call(cluster.rest_address, "/overview", timeout_s=10)
+            if overview["taskmanagers"] > cluster.taskmanagers and overview["slots-available"]:
+                break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no spare TaskManager registered in {timeout_s:.0f} s")
+        time.sleep(0.2)
+    os.kill(cluster.taskmanager_pids()[0], signal.SIGKILL)
+    return int(overview["taskmanagers"])
+
+
+def seconds_until_forgotten(cluster: StandaloneCluster, registered: int) -> float:
+    """Seconds until the JobManager has dropped a TaskManager just killed (fewer than
+    `registered` TaskManagers in its view): how long the loss took to notice."""
+    started = time.monotonic()
+    while time.monotonic() - started < 120:
+        with contextlib.suppress(urllib.error.URLError, OSError, ValueError, KeyError):
+            overview = rest_call(cluster.rest_address, "/overview", timeout_s=10)
+            if overview["taskmanagers"] < registered:
+                break
+        time.sleep(0.1)
+    return round(time.monotonic() - started, 1)
 
 
 def restarts(address: str, job_id: str) -> int:
