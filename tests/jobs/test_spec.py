@@ -222,7 +222,7 @@ def test_checking_a_spec_imports_only_the_sdk_of_its_provider(tmp_path: Path) ->
     )
     for provider, imported in (("gemini", "['google.genai']"), ("openai", "['openai']")):
         text = MINIMAL.replace("provider: gemini", f"provider: {provider}")
-        spec = write(tmp_path, text)
+        spec = write_spec(tmp_path, text)
         shown = subprocess.run(
             [sys.executable, "-c", probe, str(spec)], capture_output=True, text=True, check=True
         )
