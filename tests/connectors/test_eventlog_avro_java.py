@@ -66,6 +66,8 @@ def events(media_dir: Path) -> list[AgentEvent]:
             "finish_reason": "stop",
             "attempts": 2,
             "cost_usd": 0.00042,
+            "answered_provider": "openai",
+            "fallback": True,
         },
         "tool_request": {"tool_calls": [call]},
         "tool_response": {"tool_results": [result], "latency_ms": 3.0},
@@ -101,6 +103,7 @@ def events(media_dir: Path) -> list[AgentEvent]:
         "followup_scheduled": {"tool_calls": [call], "attributes": {"followup_id": "f-1"}},
         "followup_fired": {"attributes": {"followup_id": "f-1"}},
         "followup_cancelled": {"attributes": {"followup_id": "f-1"}},
+        "budget_deferred": {"attributes": {"budget": "per_key.tokens"}},
     }
     assert set(kinds) == {t.value for t in EventType} - {"unknown"}
     return [
