@@ -145,7 +145,8 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
     assert len(restored) >= 3, "checkpoints resume while the restored backlog is worked off"
 
 
-TAIL_INPUTS = 480
+# Long enough a tail that the kill still lands in it when the spare is slow to register.
+TAIL_INPUTS = 960
 TAIL_KEYS = 8
 
 
