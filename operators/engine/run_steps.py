@@ -85,7 +85,6 @@ class RunSteps:
         metrics: EngineMetrics,
         emitter: Emitter,
         clock_s: Callable[[], float] = time.monotonic,
-        parallelism: int = 1,
     ) -> None:
         self._port = port
         self._config = config
@@ -101,7 +100,7 @@ class RunSteps:
         self._driver = RunDriver(
             port, runner, runtime, config.budgets.run_timeout_s, self._input_end, metrics, clock_s
         )
-        self._spend = SpendBudgets(port, config, parallelism)
+        self._spend = SpendBudgets(port, config)
         self._closed = False
 
     def _busy(self, key: str) -> bool:

@@ -78,12 +78,12 @@ def tenant_of(config: AgentConfig, key: str, attributes: dict[str, Any]) -> str 
 class SpendBudgets:
     """The current key's and its tenant's spend windows: checks before calls, charges after."""
 
-    def __init__(self, port: KeyedPort, config: AgentConfig, parallelism: int = 1) -> None:
+    def __init__(self, port: KeyedPort, config: AgentConfig) -> None:
         self._config = config
         budgets = config.budgets
         self._per_key = budgets.per_key
         self._per_tenant = budgets.per_tenant
-        self._parallelism = max(1, parallelism)
+        self._parallelism = max(1, config.subtasks)
         self.enabled = self._per_key is not None or self._per_tenant is not None
         self._key_spend = port.value_state("spend_key", StateKind.TEXT)
         self._tenant_copy = port.value_state("spend_tenant", StateKind.TEXT)

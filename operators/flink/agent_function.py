@@ -106,7 +106,6 @@ class AgentFunction(KeyedProcessFunction):
             self._loop,
             metrics,
             emitter,
-            parallelism=subtasks,
         )
         self._watch = TaskWatch(self.close)
         freeze_long_lived()

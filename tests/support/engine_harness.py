@@ -222,7 +222,6 @@ class EngineHarness:
     emitted: list[tuple[str, str]] = field(default_factory=list)
     sent: list[tuple[str, str]] = field(default_factory=list)
     restores: int = 0
-    parallelism: int = 1
 
     def __post_init__(self) -> None:
         self.port = InMemoryKeyedPort(now_ms=T0)
@@ -249,7 +248,6 @@ class EngineHarness:
             self.metrics,
             emitter,
             self.clock_s,
-            parallelism=self.parallelism,
         )
 
     def clock_s(self) -> float:
@@ -375,12 +373,12 @@ def harness(
     """A harness over a runtime with `model` (a test double), `tools` and `config`, as one
     of `parallelism` subtasks; `spec` is the model as configured (its name, its prices)."""
     config["model"] = spec or ModelSpec(provider="test", model="engine-harness")
-    cfg = AgentConfig(media_store=str(tmp_path / "media"), **config)
+    cfg = AgentConfig(media_store=str(tmp_path / "media"), subtasks=parallelism, **config)
 
     def runtime() -> AgentRuntime:
         return AgentRuntime(cfg, model, ToolRegistry(list(tools)), MediaStore(cfg.media_store))
 
-    made = EngineHarness(runtime, cfg, parallelism=parallelism)
+    made = EngineHarness(runtime, cfg)
     OPEN.append(made)
     return made
 
