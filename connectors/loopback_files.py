@@ -180,8 +180,7 @@ class ProviderFilesDouble:
                 if stored is None or expired or self.refuse_all:
                     self.refused.append(name)
                     message = (
-                        f"You do not have permission to access the File {name} or it may not "
-                        "exist."
+                        f"You do not have permission to access the File {name} or it may not exist."
                     )
                     return StubReply(_error(403, "PERMISSION_DENIED", message), 403)
             for file_id in _OPENAI_FILE_ID.findall(text):
