@@ -238,11 +238,48 @@ def test_openai_refused_file_id_is_uploaded_again_once(
     assert [u.name for u in files.uploads] == ["file-stub1", "file-stub2"]
 
 
-def test_a_mapping_written_by_one_process_is_used_by_an_sdk_worker_process(
+def test_a_mapping_written_by_one_process_is_used_by_another(
     server: LoopbackStubServer, files: ProviderFilesDouble, store: MediaStore
 ) -> None:
-    asyncio.run(turns(model("gemini", server, store), [image_turn(store, BIG, "first")]))
+    """The SDK worker process uploads; a model of this process (a restarted job) reuses it."""
     worker = model("gemini", server, store, sdk_process=True)
-    asyncio.run(turns(worker, [image_turn(store, BIG, "after a restart")]))
+    asyncio.run(turns(worker, [image_turn(store, BIG, "first")]))
+    asyncio.run(turns(model("gemini", server, store), [image_turn(store, BIG, "after a restart")]))
     assert len(files.uploads) == 1
-    assert "files/stub-1" in json.dumps(model_calls(server)[-1].json)
+    assert all("files/stub-1" in json.dumps(r.json) for r in model_calls(server))
+
+
+def test_concurrent_calls_of_one_process_wait_for_one_upload(
+    server: LoopbackStubServer, files: ProviderFilesDouble, store: MediaStore
+) -> None:
+    chat = model("openai-responses", server, store)
+
+    async def keys() -> None:
+        await asyncio.gather(*(chat.achat(image_turn(store, BIG, f"key {n}")) for n in range(6)))
+        await chat.aclose()
+
+    asyncio.run(keys())
+    assert len(files.uploads) == 1 and len(model_calls(server)) == 6
+
+
+def test_subtasks_uploading_the_same_bytes_at_once_end_with_one_mapping_all_reuse(
+    server: LoopbackStubServer, files: ProviderFilesDouble, store: MediaStore
+) -> None:
+    """Three models (as three subtasks, each with its own memory) race on the same image; the
+    index then holds one of their files, whole, and a fourth model uploads nothing."""
+    subtasks = [model("gemini", server, store) for _ in range(3)]
+
+    async def race() -> None:
+        await asyncio.gather(*(turns(m, [image_turn(store, BIG, "same")]) for m in subtasks))
+
+    asyncio.run(race())
+    uploaded = {u.name for u in files.uploads}
+    recorded = ProviderFileIndex(store.root, f"gemini-files {server.url}").get(
+        store.put(BIG, "image/png").sha256
+    )
+    assert recorded is not None and recorded.name in uploaded
+    assert recorded.reference == GEMINI_FILE_URI + recorded.name
+    before = len(files.uploads)
+    asyncio.run(turns(model("gemini", server, store), [image_turn(store, BIG, "later")]))
+    assert len(files.uploads) == before
+    assert recorded.name in json.dumps(model_calls(server)[-1].json)
