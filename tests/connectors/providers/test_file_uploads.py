@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from streamagents.connectors.loopback_files import GEMINI_FILE_URI, ProviderFilesDouble
-from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest
+from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.provider_files import ProviderFileIndex
 from streamagents.connectors.providers import BadRequest, ChatModel, create_model
@@ -64,15 +64,15 @@ def model(
     provider: str, server: LoopbackStubServer, store: MediaStore, **options: Any
 ) -> ChatModel:
     base_url = server.url if provider == "gemini" else server.url + "/v1"
+    settings: dict[str, Any] = {"max_retries": 0, **options}
     return create_model(
         provider,
         "m",
         api_key="test-key",
         base_url=base_url,
-        max_retries=0,
         media_store=store,
         upload_media=UploadMedia(min_bytes=MIN_BYTES),
-        **options,
+        **settings,
     )
 
 
@@ -283,3 +283,14 @@ def test_subtasks_uploading_the_same_bytes_at_once_end_with_one_mapping_all_reus
     asyncio.run(turns(model("gemini", server, store), [image_turn(store, BIG, "later")]))
     assert len(files.uploads) == before
     assert recorded.name in json.dumps(model_calls(server)[-1].json)
+
+
+def test_a_failed_upload_is_retried_by_the_models_retry_policy(
+    server: LoopbackStubServer, files: ProviderFilesDouble, store: MediaStore
+) -> None:
+    server.script(StubReply({"error": {"message": "try again"}}, status=503))
+    chat = model("openai-responses", server, store, max_retries=1, retry={"initial_delay_s": 0.01})
+    answer = chat.chat(image_turn(store, BIG, "one"))
+    assert answer.message.content == "ok"
+    posts = [r for r in server.requests if r.path == "/v1/files"]
+    assert len(posts) == 2 and len(files.uploads) == 1
