@@ -23,7 +23,7 @@ import json
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -31,6 +31,7 @@ import aiohttp
 import pydantic
 
 from streamagents.connectors.media import MediaStore
+from streamagents.connectors.provider_files import ProviderFile, ProviderFileIndex
 from streamagents.connectors.providers.admission import Admission, RateLimits, Ticket
 from streamagents.connectors.providers.errors import (
     ConnectionFailed,
@@ -40,6 +41,7 @@ from streamagents.connectors.providers.errors import (
     RequestTimeout,
     error_for_status,
 )
+from streamagents.connectors.providers.file_uploads import FileUploads, UploadMedia
 from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
 from streamagents.connectors.providers.retry import (
     RetryBudget,
@@ -54,7 +56,7 @@ from streamagents.connectors.providers.token_estimate import (
     requested_output_tokens,
 )
 from streamagents.serde.chat import ChatResponse, RetryAttempt, ToolSpec
-from streamagents.serde.messages import ChatMessage
+from streamagents.serde.messages import ChatMessage, MediaPart
 from streamagents.serde.safe_text import scrub
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
 ]
 
 C = TypeVar("C")
+T = TypeVar("T")
 TRANSPORTS = ("aiohttp", "httpx")
 """The HTTP transports an SDK client can use (`ModelOptions.transport`)."""
 OptionsT = TypeVar("OptionsT", bound="ModelOptions")
@@ -139,6 +142,9 @@ class ModelOptions:
     transport: str = "aiohttp"
     """The SDK's HTTP transport: `aiohttp` (its aiohttp client: about half the CPU per call
     of httpx) or `httpx` (the SDK's default, for an httpx-only proxy or mTLS setup)."""
+    upload_media: UploadMedia | None = None
+    """Send media of `min_bytes` or more to the provider's file API once and refer to the
+    file (see `file_uploads`; set from the spec's `agent.model.upload_media`); None: inline."""
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -147,6 +153,10 @@ class ModelOptions:
             )
         if self.limits is not None and not isinstance(self.limits, RateLimits):
             raise TypeError("limits are set in the spec's agent.model.limits, not in options")
+        if isinstance(self.upload_media, Mapping):
+            object.__setattr__(self, "upload_media", UploadMedia(**self.upload_media))
+        if self.upload_media is not None and not isinstance(self.upload_media, UploadMedia):
+            raise TypeError("upload_media must be an UploadMedia or a mapping of min_bytes")
         # A job spec's options are plain data: `retry: {max_retries: 2}` is a RetryPolicy.
         object.__setattr__(self, "retry", _retry_setting("retry", RetryPolicy, self.retry))
         budget = _retry_setting("retry_budget", RetryBudget, self.retry_budget)
@@ -262,6 +272,23 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
         self._output_mean = OutputMean()
         self._rng = random.Random()
         self._client: LoopBoundClient[C] = LoopBoundClient(self._new_client)
+        self.uploads = self._file_uploads()
+        """Where media of `upload_media` size go to the provider's file API; None: inline."""
+
+    def _file_uploads(self) -> FileUploads | None:
+        """The uploads `upload_media` asks for; a model without a file API refuses it."""
+        settings, store = self.options.upload_media, self.options.media_store
+        if settings is None:
+            return None
+        endpoint = self._files_endpoint()
+        if endpoint is None:
+            raise ValueError(f"{type(self).__name__} has no file API; remove upload_media")
+        if store is None:
+            raise ValueError(
+                "upload_media records its files beside the media store: pass media_store="
+            )
+        index = ProviderFileIndex(store.root, endpoint)
+        return FileUploads(settings, index, store, self._references_file, self._upload_file)
 
     @property
     def api_key(self) -> str | None:
@@ -289,18 +316,25 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
     def __getstate__(self) -> dict[str, Any]:
         """Pickle the settings only (a Flink function may carry the model); SDK clients stay."""
         state = self.__dict__.copy()
-        del state["_client"]
+        del state["_client"], state["uploads"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._client = LoopBoundClient(self._new_client)
+        self.uploads = self._file_uploads()
 
     def build_request(
-        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike] = (), **options: Any
+        self,
+        messages: Sequence[MessageLike],
+        tools: Sequence[ToolLike] = (),
+        *,
+        files: Mapping[str, str] | None = None,
+        **options: Any,
     ) -> Any:
-        """The request `achat` would send: this model's store, defaults and `options` applied."""
-        return self._to_request(messages, tools, {**self.generation, **options})
+        """The request `achat` would send: this model's store, defaults and `options` applied;
+        `files` maps the sha256 of media the provider holds as files to their references."""
+        return self._to_request(messages, tools, {**self.generation, **options}, files or {})
 
     @abstractmethod
     def _with_api_key(self, options: OptionsT) -> OptionsT:
@@ -308,9 +342,26 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
 
     @abstractmethod
     def _to_request(
-        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
+        self,
+        messages: Sequence[MessageLike],
+        tools: Sequence[ToolLike],
+        options: dict[str, Any],
+        files: Mapping[str, str],
     ) -> Any:
         """Call the wire module's `to_request`."""
+
+    def _files_endpoint(self) -> str | None:
+        """The name of the file API this model uploads to (family and base URL: files are
+        shared by the models of one endpoint); None: it has none."""
+        return None
+
+    def _references_file(self, part: MediaPart) -> bool:
+        """Whether the wire can refer to `part` as an uploaded file (its `references_file`)."""
+        return False
+
+    async def _upload_file(self, data: bytes, mime_type: str, filename: str) -> ProviderFile:
+        """Upload media through the SDK's file API (`sdk_operation`) and return the file."""
+        raise NotImplementedError(f"{type(self).__name__} has no file API")
 
     @abstractmethod
     def _new_client(self) -> C:
@@ -377,9 +428,21 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
         tools: Sequence[ToolLike] = (),
         **options: Any,
     ) -> ChatResponse:
-        """Build the request (raising before anything is sent), then send it with retries."""
-        request = self.build_request(messages, tools, **options)
-        return await self._call(request, self.estimate_tokens(messages, tools, options))
+        """Build the request (raising before anything is sent), then send it with retries;
+        with `upload_media`, upload the media it refers to as files first."""
+        tokens = self.estimate_tokens(messages, tools, options)
+        if self.uploads is None:
+            return await self._answer(self.build_request(messages, tools, **options), tokens)
+
+        async def send(files: Mapping[str, str]) -> ChatResponse:
+            request = self.build_request(messages, tools, files=files, **options)
+            return await self._answer(request, tokens)
+
+        return await self.uploads.answer(messages, send)
+
+    async def _answer(self, request: Any, tokens: float) -> ChatResponse:
+        """Send a built request and return the reply (an adapter may add a step: a cache)."""
+        return await self._call(request, tokens)
 
     def estimate_tokens(
         self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
@@ -429,6 +492,36 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
             attempt, self.retry, self.retry_budget, self._rng, retried, paced=admission is not None
         )
         return response.model_copy(update={"retries": retried}) if retried else response
+
+    async def sdk_operation(self, operation: Callable[[C], Awaitable[T]]) -> T:
+        """Run an SDK call other than a chat call (a file upload) the way calls run: each
+        attempt admitted (counted as a request, no tokens), errors mapped, retried."""
+        admission = self.admission
+        sent = 0
+
+        async def attempt() -> T:
+            nonlocal sent
+            ticket = None if admission is None else await admission.admit(0.0, sent > 0)
+            sent += 1
+            failure: ProviderError | None = None
+            try:
+                result = await operation(self._client.get())
+            except asyncio.CancelledError:
+                self._settle(ticket, None, None)
+                raise
+            except Exception as error:
+                failure = self._error_for(error)
+                if failure is None:
+                    self._settle(ticket, None, None)
+                    raise
+            self._settle(ticket, None, failure)
+            if failure is not None:
+                raise failure  # outside the except block: the SDK error is not chained
+            return result
+
+        return await call_with_retries(
+            attempt, self.retry, self.retry_budget, self._rng, paced=admission is not None
+        )
 
     def _settle(
         self, ticket: Ticket | None, response: ChatResponse | None, failure: ProviderError | None

@@ -8,15 +8,19 @@ same errors for every provider and for every place media can appear:
 - store refs are read from the media store (bytes verified against the digest);
 - inline data that is still text (a message built without validation) is decoded with
   the message model's strict base64 rule, giving the message model's error;
-- media in an assistant message is refused (`UnsupportedContent`).
+- media in an assistant message is refused (`UnsupportedContent`);
+- media the provider holds as a file (`files`, from `upload_media`) become `UploadedMedia`,
+  whose bytes are never read.
 
 Generation options pass through `wire_options`, which applies the wire's alias table.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -35,9 +39,12 @@ __all__ = [
     "ASSISTANT_MEDIA_RULE",
     "MessageLike",
     "ToolLike",
+    "UploadedMedia",
     "inline_bytes",
+    "media_digest",
     "prepare_messages",
     "prepare_tools",
+    "validated_message",
     "wire_options",
 ]
 
@@ -50,6 +57,33 @@ ASSISTANT_MEDIA_RULE = (
 )
 
 
+@dataclass(frozen=True)
+class UploadedMedia:
+    """A media part the provider holds as a file: the wire sends `reference` for its bytes.
+
+    Made only by `prepare_messages` from the files the adapter uploaded, never from input,
+    so a message cannot name another file of the provider's account."""
+
+    kind: Literal["image", "audio", "video", "document"]
+    """The media part's kind."""
+    mime_type: str
+    """The media's mime type."""
+    reference: str
+    """What the wire sends: Gemini's file URI, OpenAI's file id."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The part's metadata (its filename, ...)."""
+    url: None = None
+    """Never a URL: the file is the source."""
+
+
+def media_digest(part: MediaPart) -> str | None:
+    """The sha256 of the part's bytes (its ref's, or of its inline data); None for a URL."""
+    if part.ref is not None:
+        return part.ref.sha256
+    data = inline_bytes(part)
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
 def _first_error_sentence(error: ValidationError) -> str:
     """The message model's own sentence for the first problem (inputs are never quoted)."""
     first = error.errors(include_input=False)[0]
@@ -60,7 +94,9 @@ def _first_error_sentence(error: ValidationError) -> str:
     return f"{location}: {first['msg']}"
 
 
-def _validated(message: MessageLike) -> ChatMessage:
+def validated_message(message: MessageLike) -> ChatMessage:
+    """The message as a `ChatMessage`, a dict form validated (`InvalidContent` if it breaks a
+    rule)."""
     if isinstance(message, ChatMessage):
         return message
     try:
@@ -95,9 +131,15 @@ def _stored_bytes(ref: MediaRef, kind: str, store: MediaStore | None) -> bytes:
     raise InvalidContent(reason)
 
 
-def _resolved_part(part: TextPart | MediaPart, store: MediaStore | None) -> TextPart | MediaPart:
+def _resolved_part(
+    part: TextPart | MediaPart, store: MediaStore | None, files: Mapping[str, str]
+) -> TextPart | MediaPart | UploadedMedia:
     if isinstance(part, TextPart):
         return part
+    if files:
+        reference = files.get(media_digest(part) or "")
+        if reference is not None:
+            return UploadedMedia(part.kind, part.mime_type, reference, part.metadata)  # type: ignore[arg-type]
     if part.ref is not None:
         return part.model_copy(
             update={"ref": None, "data": _stored_bytes(part.ref, part.kind, store)}
@@ -107,24 +149,30 @@ def _resolved_part(part: TextPart | MediaPart, store: MediaStore | None) -> Text
     return part
 
 
-def _resolved(message: ChatMessage, store: MediaStore | None) -> ChatMessage:
+def _resolved(
+    message: ChatMessage, store: MediaStore | None, files: Mapping[str, str]
+) -> ChatMessage:
     if not message.parts or not message.has_media:
         return message
-    return message.model_copy(update={"parts": [_resolved_part(p, store) for p in message.parts]})
+    parts = [_resolved_part(p, store, files) for p in message.parts]
+    return message.model_copy(update={"parts": parts})
 
 
 def prepare_messages(
     messages: Iterable[MessageLike],
     store: MediaStore | None = None,
     assistant_media: frozenset[str] = frozenset(),
+    files: Mapping[str, str] | None = None,
 ) -> list[ChatMessage]:
-    """Validated messages whose media are inline bytes or URLs, ready for a wire encoder.
+    """Validated messages whose media are inline bytes, URLs or `UploadedMedia`, ready for a
+    wire encoder.
 
     `assistant_media` names the media kinds a wire can send back in an assistant message
-    (none by default)."""
+    (none by default); `files` maps the sha256 of media the provider holds as a file to the
+    file's reference (a part with those bytes becomes `UploadedMedia`)."""
     prepared = []
     for item in messages:
-        message = _validated(item)
+        message = validated_message(item)
         if (
             message.parts
             and message.role == "assistant"
@@ -134,7 +182,7 @@ def prepare_messages(
             raise UnsupportedContent(
                 f"{ASSISTANT_MEDIA_RULE} (this assistant message has {kinds} parts)"
             )
-        prepared.append(_resolved(message, store))
+        prepared.append(_resolved(message, store, files or {}))
     return prepared
 
 

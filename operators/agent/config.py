@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from streamagents.connectors.providers import PROVIDER_NAMES, RateLimits
+from streamagents.connectors.providers.file_uploads import UploadMedia
 from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
@@ -41,6 +42,7 @@ __all__ = [
     "TelemetryConfig",
     "TenantSpendBudget",
     "ToolRef",
+    "UploadMediaConfig",
     "fallback_extras_problem",
     "followup_key_problem",
     "gemini_extras_problem",
@@ -115,6 +117,25 @@ class ModelLimits(BaseModel):
         ).share(parallelism)
 
 
+UPLOAD_PROVIDERS = ("gemini", "openai", "openai-responses")
+"""The providers whose wire refers to media uploaded to a file API (`upload_media`)."""
+
+
+class UploadMediaConfig(BaseModel):
+    """Send media of `min_bytes` or more to the model's file API once, and refer to the file
+    in requests instead of sending the bytes again (see docs/providers.md)."""
+
+    model_config = _MODEL_CONFIG
+
+    min_bytes: int = Field(
+        ge=1, description="The smallest medium (in bytes) uploaded; smaller ones stay inline."
+    )
+
+    def settings(self) -> UploadMedia:
+        """The adapter's `upload_media` option."""
+        return UploadMedia(min_bytes=self.min_bytes)
+
+
 class ModelTarget(BaseModel):
     """One chat model and how to call it: provider, model name, client options, generation."""
 
@@ -147,6 +168,12 @@ class ModelTarget(BaseModel):
         "subtasks; with none set, calls still slow down on 429s (`adaptive`).",
     )
 
+    upload_media: UploadMediaConfig | None = Field(
+        default=None,
+        description="Send media of `min_bytes` or more to the provider's file API once and "
+        f"refer to the file ({', '.join(UPLOAD_PROVIDERS)}; not Vertex AI); unset: inline.",
+    )
+
     @property
     def name(self) -> str:
         """`provider/model`, how a failover chain names the model (replies, metrics)."""
@@ -157,7 +184,22 @@ class ModelTarget(BaseModel):
     def _limits_not_in_options(cls, options: dict[str, Any]) -> dict[str, Any]:
         if "limits" in options:
             raise ValueError("limits go in the model's `limits`, not in its options")
+        if "upload_media" in options:
+            raise ValueError("upload_media goes in the model's `upload_media`, not in its options")
         return options
+
+    @model_validator(mode="after")
+    def _uploads_have_a_file_api(self) -> ModelTarget:
+        if self.upload_media is None:
+            return self
+        if self.provider not in UPLOAD_PROVIDERS:
+            raise ValueError(
+                f"upload_media: the {self.provider} wire refers to no uploaded files; it "
+                f"applies to {', '.join(UPLOAD_PROVIDERS)}"
+            )
+        if self.options.get("vertexai"):
+            raise ValueError("upload_media: Vertex AI has no Files API; refer to gs:// URLs")
+        return self
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # Options hold API keys and auth headers: repr/str hide their values (see

@@ -62,6 +62,7 @@ def _model(config: AgentConfig, store: MediaStore, message_json: MessageJson) ->
             prefix_cache=prefix_cache if gemini else None,
             media_store=store,
             limits=target.limits.share(config.subtasks),
+            upload_media=None if target.upload_media is None else target.upload_media.settings(),
             **options,
         )
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google import genai
@@ -91,8 +91,16 @@ class GeminiInteractionsModel(GeminiChatModel):
         checked = super()._with_api_key(options)
         return dataclasses.replace(checked, api_version=checked.api_version or "v1beta")
 
+    def _files_endpoint(self) -> str | None:
+        """None: `upload_media` applies to the gemini wire, not to this one."""
+        return None
+
     def _to_request(
-        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
+        self,
+        messages: Sequence[MessageLike],
+        tools: Sequence[ToolLike],
+        options: dict[str, Any],
+        files: Mapping[str, str],  # always empty: this wire has no `upload_media`
     ) -> InteractionsRequest:
         if not (self.options.store and self.options.continue_stored):
             options.pop("previous_interaction_id", None)

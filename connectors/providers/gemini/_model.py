@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import functools
+import io
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,8 +15,9 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from streamagents.connectors.provider_files import ProviderFile
 from streamagents.connectors.providers.base import ModelOptions, SDKChatModel
-from streamagents.connectors.providers.errors import MalformedResponse, ProviderError
+from streamagents.connectors.providers.errors import BadRequest, MalformedResponse, ProviderError
 from streamagents.connectors.providers.gemini._aiohttp_session import proxied_session
 from streamagents.connectors.providers.gemini._context_cache import (
     CacheCreated,
@@ -27,10 +29,12 @@ from streamagents.connectors.providers.gemini.wire import (
     PROVIDER,
     GeminiRequest,
     from_response,
+    references_file,
     to_request,
 )
 from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
 from streamagents.serde.chat import ChatResponse
+from streamagents.serde.messages import MediaPart
 
 __all__ = ["ContextCacheSettings", "GeminiChatModel", "GeminiOptions"]
 
@@ -38,6 +42,10 @@ GEMINI_API_ENDPOINT = "https://generativelanguage.googleapis.com/"
 """Where the SDK sends Gemini API requests when no base_url is given."""
 _READ_BUFSIZE = 1 << 22
 """The read buffer google-genai gives the aiohttp sessions it makes (4 MiB)."""
+_FIRST_POLL_S = 0.2
+_LONGEST_POLL_S = 5.0
+_LONGEST_PROCESSING_S = 600.0
+"""How often, and how long at most, an uploaded file still PROCESSING is asked for again."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -132,7 +140,11 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
         )
 
     def _to_request(
-        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
+        self,
+        messages: Sequence[MessageLike],
+        tools: Sequence[ToolLike],
+        options: dict[str, Any],
+        files: Mapping[str, str],
     ) -> GeminiRequest:
         return to_request(
             messages,
@@ -142,18 +154,60 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
             legacy_tool_media=self.options.legacy_tool_media,
             builtin_tools=self.options.builtin_tools,
             vertexai=self.options.vertexai,
+            files=files,
         )
 
-    async def achat(
-        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike] = (), **options: Any
-    ) -> ChatResponse:
-        """Build the request, then send it, through the context cache when one is configured."""
-        request = self.build_request(messages, tools, **options)
-        tokens = self.estimate_tokens(messages, tools, options)
+    async def _answer(self, request: GeminiRequest, tokens: float) -> ChatResponse:
+        """Send the request, through the context cache when one is configured."""
         if self.context_cache is None:
             return await self._call(request, tokens)
-        return await self.context_cache.answer(
-            request, functools.partial(self._call, tokens=tokens)
+
+        async def call(request: GeminiRequest) -> ChatResponse:
+            return await self._call(request, tokens)
+
+        return await self.context_cache.answer(request, call)
+
+    def _files_endpoint(self) -> str | None:
+        """The Gemini API's Files service at `base_url` (Vertex AI has none)."""
+        if self.options.vertexai:
+            return None
+        return f"gemini-files {self.options.base_url or GEMINI_API_ENDPOINT}"
+
+    def _references_file(self, part: MediaPart) -> bool:
+        return references_file(part)
+
+    async def _upload_file(self, data: bytes, mime_type: str, filename: str) -> ProviderFile:
+        """Upload through `files.upload` (the resumable protocol), then wait until the file
+        is ACTIVE (`files.get`), as a request may refer to it only then."""
+        config = types.UploadFileConfig(mime_type=mime_type, display_name=filename)
+
+        async def upload(client: genai.Client) -> types.File:
+            return await client.aio.files.upload(file=io.BytesIO(data), config=config)
+
+        file = await self.sdk_operation(upload)
+        waited, pause = 0.0, _FIRST_POLL_S
+        while file.state == types.FileState.PROCESSING and waited < _LONGEST_PROCESSING_S:
+            await asyncio.sleep(pause)
+            waited, pause = waited + pause, min(pause * 2, _LONGEST_POLL_S)
+            name = file.name or ""
+
+            async def get(client: genai.Client, name: str = name) -> types.File:
+                return await client.aio.files.get(name=name)
+
+            file = await self.sdk_operation(get)
+        if file.state != types.FileState.ACTIVE or not file.uri or not file.name:
+            state = file.state.value if file.state is not None else "no state"
+            raise BadRequest(
+                f"the Files API did not make the uploaded {mime_type} file usable ({state})",
+                provider=self.provider,
+            )
+        expires = file.expiration_time
+        return ProviderFile(
+            reference=file.uri,
+            name=file.name,
+            mime_type=mime_type,
+            size_bytes=len(data),
+            expires_at=None if expires is None else expires.timestamp(),
         )
 
     async def _create_cache(

@@ -8,8 +8,9 @@ them again, which cost about as much Python per call as everything else on a tur
 
 Wire rules (see docs/providers.md): system messages become `systemInstruction` (one
 user-role content, as the SDK sends a string); user media become `inlineData` blobs or
-`fileData`; consecutive tool results become one `user` turn with one `functionResponse`
-per result (`response = {"result": text}`, its media as function-response parts, or, with
+`fileData` (a URL, or a file uploaded by `upload_media`: `references_file`, `files`);
+consecutive tool results become one `user` turn with one `functionResponse` per result
+(`response = {"result": text}`, its media as function-response parts, or, with
 `legacy_tool_media`, as sibling parts after it); thought signatures ride on the part they
 came with, as bytes in its metadata. Bytes are sent as URL-safe base64, as the SDK sends
 them. Generation options with a plain rule (`temperature`, `max_output_tokens`, ...) go
@@ -46,6 +47,7 @@ from streamagents.connectors.providers.errors import (
 from streamagents.connectors.providers.neutral_request import (
     MessageLike,
     ToolLike,
+    UploadedMedia,
     inline_bytes,
     prepare_messages,
     prepare_tools,
@@ -76,6 +78,7 @@ __all__ = [
     "THOUGHT_SIGNATURE",
     "GeminiRequest",
     "from_response",
+    "references_file",
     "to_request",
 ]
 
@@ -311,8 +314,16 @@ def _signature(metadata: Mapping[str, Any]) -> bytes | None:
     return value if isinstance(value, bytes) else None
 
 
-def _blob(part: MediaPart) -> dict[str, Any]:
-    """A media part as REST `fileData` or `inlineData` (bytes, encoded when sent)."""
+def references_file(part: MediaPart) -> bool:
+    """Whether the wire can send `part` as a file of the Files API (any kind; not a URL)."""
+    return part.url is None
+
+
+def _blob(part: MediaPart | UploadedMedia) -> dict[str, Any]:
+    """A media part as REST `fileData` (a URL or an uploaded file) or `inlineData` (bytes,
+    encoded when sent)."""
+    if isinstance(part, UploadedMedia):
+        return {"fileData": {"fileUri": part.reference, "mimeType": part.mime_type}}
     if part.url is not None:
         return {"fileData": {"fileUri": part.url, "mimeType": part.mime_type}}
     data = inline_bytes(part)
@@ -392,11 +403,13 @@ def to_request(
     legacy_tool_media: bool = False,
     builtin_tools: Sequence[str] = (),
     vertexai: bool = False,
+    files: Mapping[str, str] | None = None,
 ) -> GeminiRequest:
     """Build the `generateContent` request; raises before anything is sent.
 
     `builtin_tools` names entries of `BUILTIN_TOOLS` to enable; `vertexai` says which
-    backend the request is for (it decides whether the combination flag is sent)."""
+    backend the request is for (it decides whether the combination flag is sent); `files`
+    maps the sha256 of media uploaded to the Files API to their file URIs."""
     unknown = [name for name in builtin_tools if name not in BUILTIN_TOOLS]
     if unknown:
         raise ValueError(
@@ -406,7 +419,7 @@ def to_request(
     if isinstance(settings.get("stop_sequences"), str):
         settings["stop_sequences"] = [settings["stop_sequences"]]
     generation, body_fields, typed = _plain_options(settings)
-    prepared = prepare_messages(messages, store)
+    prepared = prepare_messages(messages, store, files=files)
     synthetic = {
         call.id for m in prepared for call in m.tool_calls if call.metadata.get(SYNTHETIC_ID)
     }

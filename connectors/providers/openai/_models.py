@@ -21,6 +21,7 @@ from typing import Any
 import openai
 from openai._models import FinalRequestOptions
 
+from streamagents.connectors.provider_files import ProviderFile
 from streamagents.connectors.providers.base import (
     ModelOptions,
     SDKChatModel,
@@ -30,9 +31,12 @@ from streamagents.connectors.providers.errors import ConnectionFailed, ProviderE
 from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
 from streamagents.connectors.providers.openai import chat_wire, responses_wire
 from streamagents.serde.chat import ChatResponse
+from streamagents.serde.messages import MediaPart
 
 __all__ = ["OpenAIChatModel", "OpenAIModel", "OpenAIOptions", "OpenAIResponsesModel"]
 
+OPENAI_API_ENDPOINT = "https://api.openai.com/v1"
+"""Where the SDK sends requests when no base_url is given."""
 _POST_OPTIONS: dict[str, FinalRequestOptions] = {}
 """The request options of a POST to each path, without its body (see `OpenAIModel._post`)."""
 
@@ -113,6 +117,28 @@ class OpenAIModel(SDKChatModel[openai.AsyncOpenAI, OpenAIOptions]):
     async def _close(self, client: openai.AsyncOpenAI) -> None:
         await client.close()
 
+    def _files_endpoint(self) -> str | None:
+        """OpenAI's Files API at `base_url` (both wires use the same files)."""
+        return f"openai-files {self.options.base_url or OPENAI_API_ENDPOINT}"
+
+    async def _upload_file(self, data: bytes, mime_type: str, filename: str) -> ProviderFile:
+        """Upload through `files.create`: images with purpose `vision`, documents with
+        `user_data` (the purposes OpenAI's guides give for model inputs)."""
+        purpose: Any = "vision" if mime_type.startswith("image/") else "user_data"
+
+        async def create(client: openai.AsyncOpenAI) -> Any:
+            return await client.files.create(file=(filename, data, mime_type), purpose=purpose)
+
+        file = await self.sdk_operation(create)
+        expires = getattr(file, "expires_at", None)
+        return ProviderFile(
+            reference=file.id,
+            name=file.id,
+            mime_type=mime_type,
+            size_bytes=len(data),
+            expires_at=None if expires is None else float(expires),
+        )
+
 
 class OpenAIChatModel(OpenAIModel):
     """A model behind the Chat Completions API (OpenAI, or a compatible server by base_url)."""
@@ -120,9 +146,18 @@ class OpenAIChatModel(OpenAIModel):
     provider = chat_wire.PROVIDER
 
     def _to_request(
-        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
+        self,
+        messages: Sequence[MessageLike],
+        tools: Sequence[ToolLike],
+        options: dict[str, Any],
+        files: Mapping[str, str],
     ) -> dict[str, Any]:
-        return chat_wire.to_request(messages, tools, options, store=self.options.media_store)
+        return chat_wire.to_request(
+            messages, tools, options, store=self.options.media_store, files=files
+        )
+
+    def _references_file(self, part: MediaPart) -> bool:
+        return chat_wire.references_file(part)
 
     async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
         return await self._post(client, "/chat/completions", request)
@@ -137,9 +172,18 @@ class OpenAIResponsesModel(OpenAIModel):
     provider = responses_wire.PROVIDER
 
     def _to_request(
-        self, messages: Sequence[MessageLike], tools: Sequence[ToolLike], options: dict[str, Any]
+        self,
+        messages: Sequence[MessageLike],
+        tools: Sequence[ToolLike],
+        options: dict[str, Any],
+        files: Mapping[str, str],
     ) -> dict[str, Any]:
-        return responses_wire.to_request(messages, tools, options, store=self.options.media_store)
+        return responses_wire.to_request(
+            messages, tools, options, store=self.options.media_store, files=files
+        )
+
+    def _references_file(self, part: MediaPart) -> bool:
+        return responses_wire.references_file(part)
 
     async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> Any:
         return await self._post(client, "/responses", request)

@@ -7,7 +7,9 @@ result with media is sent in two pieces: the tool message holds its text (or a o
 note naming the attachments), and after the run of tool messages one `user` message
 carries the media, each preceded by a text part naming the tool call it came from.
 User media: images as `image_url` (URL or data URL), audio as `input_audio` (inline wav
-or mp3), PDF documents as `file` (inline). Anything else raises `UnsupportedContent`.
+or mp3), PDF documents as `file` (inline, or by `file_id` when uploaded to the Files API:
+`references_file`, `files`). Anything else raises `UnsupportedContent`. Chat Completions
+refers to no uploaded image or audio: those stay inline.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from streamagents.connectors.providers.media_encoding import b64, data_url, file
 from streamagents.connectors.providers.neutral_request import (
     MessageLike,
     ToolLike,
+    UploadedMedia,
     inline_bytes,
     prepare_messages,
     prepare_tools,
@@ -37,7 +40,14 @@ from streamagents.connectors.providers.openai._replies import (
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, MediaPart, TextPart, ToolCall
 
-__all__ = ["OPTION_ALIASES", "PROVIDER", "cannot_carry", "from_response", "to_request"]
+__all__ = [
+    "OPTION_ALIASES",
+    "PROVIDER",
+    "cannot_carry",
+    "from_response",
+    "references_file",
+    "to_request",
+]
 
 PROVIDER = "openai"
 _AUDIO_FORMATS = {
@@ -76,7 +86,19 @@ def cannot_carry(part: MediaPart) -> str | None:
     return f"Chat Completions has no content part for {part.kind} ({mime})"
 
 
-def _media_part(part: MediaPart, where: str) -> dict[str, Any]:
+def references_file(part: MediaPart) -> bool:
+    """Whether the wire can send `part` by `file_id`: PDF documents only (`image_url` takes a
+    URL or a data URL, `input_audio` inline data)."""
+    return (
+        part.kind == "document"
+        and _essence(part.mime_type) == "application/pdf"
+        and (part.url is None)
+    )
+
+
+def _media_part(part: MediaPart | UploadedMedia, where: str) -> dict[str, Any]:
+    if isinstance(part, UploadedMedia):  # made only of parts `references_file` accepted
+        return {"type": "file", "file": {"file_id": part.reference}}
     reason = cannot_carry(part)
     if reason is not None:
         raise UnsupportedContent(
@@ -161,11 +183,14 @@ def to_request(
     options: Mapping[str, Any] | None = None,
     *,
     store: MediaStore | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The `chat.completions.create` keyword arguments (model excluded); raises before sending."""
+    """The `chat.completions.create` keyword arguments (model excluded); raises before sending.
+
+    `files` maps the sha256 of PDFs uploaded to the Files API to their file ids."""
     encoded: list[dict[str, Any]] = []
     run: list[ChatMessage] = []  # the current run of consecutive tool results
-    for message in prepare_messages(messages, store):
+    for message in prepare_messages(messages, store, files=files):
         if message.role == "tool":
             encoded.append(_tool_message(message))
             run.append(message)

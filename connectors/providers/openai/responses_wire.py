@@ -5,7 +5,8 @@
 A tool result becomes a `function_call_output` item whose `output` is a plain string
 when the result is text only, and otherwise a list in part order: `input_text`,
 `input_image` (data URL or URL) and `input_file` (`file_data` with `filename`, or
-`file_url`). The API has no item for audio or video there (nor in user messages): those
+`file_url`); media uploaded to the Files API (`files`) are `input_image`/`input_file` with
+their `file_id`. The API has no item for audio or video there (nor in user messages): those
 raise `UnsupportedContent` naming the part kind. System messages become `instructions`.
 """
 
@@ -21,6 +22,7 @@ from streamagents.connectors.providers.media_encoding import data_url, filename_
 from streamagents.connectors.providers.neutral_request import (
     MessageLike,
     ToolLike,
+    UploadedMedia,
     prepare_messages,
     prepare_tools,
     wire_options,
@@ -42,6 +44,7 @@ __all__ = [
     "PROVIDER",
     "cannot_carry",
     "from_response",
+    "references_file",
     "to_request",
 ]
 
@@ -59,7 +62,16 @@ def cannot_carry(part: MediaPart) -> str | None:
     return f"the Responses API has no input item for {part.kind} ({part.mime_type})"
 
 
-def _media_item(part: MediaPart, where: str) -> dict[str, Any]:
+def references_file(part: MediaPart) -> bool:
+    """Whether the wire can send `part` by `file_id` (images and documents; not a URL)."""
+    return part.kind in ("image", "document") and part.url is None
+
+
+def _media_item(part: MediaPart | UploadedMedia, where: str) -> dict[str, Any]:
+    if isinstance(part, UploadedMedia):
+        if part.kind == "image":
+            return {"type": "input_image", "file_id": part.reference, "detail": "auto"}
+        return {"type": "input_file", "file_id": part.reference}
     reason = cannot_carry(part)
     if reason is not None:
         raise UnsupportedContent(
@@ -112,9 +124,12 @@ def to_request(
     options: Mapping[str, Any] | None = None,
     *,
     store: MediaStore | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The `responses.create` keyword arguments (model excluded); raises before sending."""
-    prepared = prepare_messages(messages, store)
+    """The `responses.create` keyword arguments (model excluded); raises before sending.
+
+    `files` maps the sha256 of media uploaded to the Files API to their file ids."""
+    prepared = prepare_messages(messages, store, files=files)
     instructions = [m.content for m in prepared if m.role == "system"]
     request: dict[str, Any] = {
         "input": [item for m in prepared if m.role != "system" for item in _items(m)]
