@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
+from streamagents.connectors.mcp_servers import McpMissingError, require_mcp
 from streamagents.connectors.providers import PROVIDER_NAMES, ChatModel, adapter_class
 from streamagents.connectors.record_offload import DEFAULT_MAX_RECORD_BYTES, MIN_MAX_RECORD_BYTES
 from streamagents.jobs._telemetry_env import TelemetryEnvError, telemetry_config
@@ -648,6 +649,12 @@ def check_runnable(loaded: LoadedSpec) -> None:
     problems += _parked_key_problems(loaded, approving)
     problems += _read_once_problems(loaded, approving)
     problems += _kafka_problems(loaded)
+    if loaded.spec.agent.mcp_servers:
+        try:
+            require_mcp()
+        except McpMissingError as exc:
+            line = loaded.source.source_map.line_of(("agent", "mcp_servers"))
+            problems.append(SpecProblem(line, "agent.mcp_servers", str(exc)))
     if loaded.telemetry is not None:
         try:
             require_otel()
