@@ -15,11 +15,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
+import os
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import anyio
 import mcp_types as types
@@ -31,7 +34,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED
 from streamagents.connectors.mcp_servers import McpServer, McpStdio
 from streamagents.serde.safe_text import clip, scrub
 
-__all__ = ["McpCallError", "McpSessions"]
+__all__ = ["McpCallError", "McpSessions", "server_stderr"]
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -116,7 +119,7 @@ class _ServerLink:
                 env={k: v.get_secret_value() for k, v in transport.env.items()},
                 cwd=transport.cwd,
             )
-            return stdio_client(parameters)
+            return stdio_client(parameters, errlog=server_stderr())
         import httpx2
 
         headers = {k: v.get_secret_value() for k, v in transport.headers.items()}
@@ -161,6 +164,25 @@ class _ServerLink:
         broken.set()
         self.last_error = f"the last session ended: it {reason}"
         return McpCallError(f"MCP server {self.spec.name!r} {reason}; it is restarted")
+
+
+def server_stderr() -> TextIO:
+    """Where a stdio server's stderr goes: ours when it is a real file; in Flink's Python
+    worker it is not (a catcher without `fileno`), then the process's own stderr, or
+    /dev/null."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None and stream.fileno() >= 0:
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return _devnull()
+
+
+@functools.cache
+def _devnull() -> TextIO:
+    """/dev/null opened once for writing."""
+    return open(os.devnull, "w")  # kept open for every server of the process
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:

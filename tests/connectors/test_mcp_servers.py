@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from streamagents.connectors.mcp_servers import McpServer, mcp_tool_name, split_mcp_tool_name
+from streamagents.connectors.mcp_session import server_stderr
 from streamagents.serde.chat import ToolSpec
 
 SERVER_NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,19}", fullmatch=True)
@@ -81,3 +84,18 @@ def test_env_and_header_values_are_secrets_that_no_repr_shows() -> None:
     assert "hdr-secret-2" not in http.model_dump_json()
     assert stdio.secrets() == ["env-secret-1"]
     assert http.secrets() == ["Bearer hdr-secret-2", "hdr-secret-2"]
+
+
+class _StdErrCatcher:
+    """Test double of what Flink's Python worker puts in `sys.stderr`: no `fileno`."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+def test_a_stdio_server_gets_a_real_stderr_inside_flinks_python_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "stderr", _StdErrCatcher())
+    stream = server_stderr()
+    assert stream.fileno() >= 0 and stream is not sys.stderr
