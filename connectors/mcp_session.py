@@ -25,6 +25,7 @@ from contextlib import AsyncExitStack
 from typing import Any, TextIO, TypeVar
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -120,10 +121,11 @@ class _ServerLink:
                 cwd=transport.cwd,
             )
             return stdio_client(parameters, errlog=server_stderr())
-        import httpx2
-
         headers = {k: v.get_secret_value() for k, v in transport.headers.items()}
-        client = httpx2.AsyncClient(headers=headers, timeout=self.spec.connect_timeout_s)
+        # No read timeout: a call's own timeout bounds it, and the server's event stream
+        # may stay quiet for long.
+        timeout = httpx2.Timeout(self.spec.connect_timeout_s, read=None)
+        client = httpx2.AsyncClient(headers=headers, timeout=timeout)
         stack.push_async_callback(client.aclose)
         return streamable_http_client(transport.url, http_client=client)
 
