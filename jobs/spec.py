@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
+from streamagents.connectors.mcp_servers import McpMissingError, McpServer, require_mcp
 from streamagents.connectors.providers import PROVIDER_NAMES, ChatModel, adapter_class
 from streamagents.connectors.record_offload import DEFAULT_MAX_RECORD_BYTES, MIN_MAX_RECORD_BYTES
 from streamagents.jobs._telemetry_env import TelemetryEnvError, telemetry_config
@@ -645,9 +646,17 @@ def check_runnable(loaded: LoadedSpec) -> None:
                     "sinks.approval_requests is not set",
                 )
             )
+    problems += _mcp_approval_problems(loaded)
+    approving = approving or any(_approving(server) for server in loaded.spec.agent.mcp_servers)
     problems += _parked_key_problems(loaded, approving)
     problems += _read_once_problems(loaded, approving)
     problems += _kafka_problems(loaded)
+    if loaded.spec.agent.mcp_servers:
+        try:
+            require_mcp()
+        except McpMissingError as exc:
+            line = loaded.source.source_map.line_of(("agent", "mcp_servers"))
+            problems.append(SpecProblem(line, "agent.mcp_servers", str(exc)))
     if loaded.telemetry is not None:
         try:
             require_otel()
@@ -657,6 +666,27 @@ def check_runnable(loaded: LoadedSpec) -> None:
             problems.append(SpecProblem(line, "telemetry", f"{given}, but {exc}"))
     if problems:
         raise SpecError(str(loaded.path), _redacted(problems, loaded.source))
+
+
+def _approving(server: McpServer) -> bool:
+    """Whether some call of the server's tools may wait for a person's decision."""
+    return server.approval == "required" or "required" in server.tool_approval.values()
+
+
+def _mcp_approval_problems(loaded: LoadedSpec) -> list[SpecProblem]:
+    """MCP servers whose tools need approval in a spec that has nowhere to ask for it."""
+    if loaded.spec.sinks.approval_requests is not None:
+        return []
+    return [
+        SpecProblem(
+            loaded.source.source_map.line_of(("agent", "mcp_servers", index)),
+            f"agent.mcp_servers[{index}]",
+            f"MCP server {server.name!r} has tools whose calls need approval, but "
+            "sinks.approval_requests is not set",
+        )
+        for index, server in enumerate(loaded.spec.agent.mcp_servers)
+        if _approving(server)
+    ]
 
 
 def _model_option_problems(loaded: LoadedSpec, adapter: type[ChatModel]) -> list[SpecProblem]:

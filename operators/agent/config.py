@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from streamagents.connectors.mcp_servers import McpServer
 from streamagents.connectors.providers import PROVIDER_NAMES, RateLimits
 from streamagents.connectors.providers.file_uploads import UploadMedia
 from streamagents.connectors.providers.prices import ModelPrices
@@ -658,6 +659,11 @@ class AgentSettings(BaseModel):
         default_factory=list,
         description='Tools: import paths, "package.module:function", or `ToolRef`s.',
     )
+    mcp_servers: list[McpServer] = Field(
+        default_factory=list,
+        description="MCP servers whose allowed tools the agent is offered, named "
+        "`mcp__<server>__<tool>` (see docs/mcp-tools.md).",
+    )
     approval_timeout_s: ApprovalTimeout = 86400.0
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Short-term memory.")
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
@@ -694,6 +700,15 @@ class AgentSettings(BaseModel):
         default_factory=FollowupConfig,
         description="Scheduled follow-ups (the built-in `schedule_followup` tool).",
     )
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _unique_server_names(cls, servers: list[McpServer]) -> list[McpServer]:
+        names = [server.name for server in servers]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"MCP server names must be unique; given twice: {', '.join(twice)}")
+        return servers
 
     def settings(self) -> dict[str, Any]:
         """These settings (and only these) as keyword arguments, values as they are."""

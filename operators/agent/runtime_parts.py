@@ -1,10 +1,11 @@
-"""What `AgentRuntime.from_config` builds from an `AgentConfig`: the model, the tools and the
-media store the config names."""
+"""What `AgentRuntime.from_config` builds from an `AgentConfig`: the model, the tools (its
+MCP servers' included) and the media store the config names."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from streamagents.connectors.mcp_servers import require_mcp
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel, PrefixCache, create_model
 from streamagents.connectors.providers.circuit_breaker import BreakerSettings
@@ -37,6 +38,11 @@ def runtime_parts(config: AgentConfig, model: ChatModel | None = None) -> Runtim
         max_workers=config.max_in_flight,  # every run in flight may be in a sync tool
         max_result_bytes=config.max_tool_result_bytes,
     )
+    if config.mcp_servers:
+        require_mcp()
+        from streamagents.operators.agent.mcp_tools import add_mcp_tools  # needs the mcp extra
+
+        add_mcp_tools(tools, config.mcp_servers, store)
     return RuntimeParts(model, tools, store, message_json)
 
 

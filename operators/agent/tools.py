@@ -55,6 +55,7 @@ __all__ = [
     "ToolImportError",
     "ToolRegistry",
     "load_tool",
+    "provider_schema",
     "tool",
     "tool_result_content",
 ]
@@ -176,6 +177,16 @@ def _inline_refs(node: Any, defs: dict[str, Any], seen: tuple[str, ...] = ()) ->
     return {k: _inline_refs(v, defs, seen) for k, v in node.items() if k != "$defs"}
 
 
+def provider_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema as every provider takes it: local `$ref`s inlined, pydantic titles
+    dropped, `properties` present (raises ValueError for a recursive type)."""
+    schema = dict(schema)
+    defs = schema.pop("$defs", {})
+    cleaned = _clean_schema(_inline_refs(schema, defs))
+    cleaned.setdefault("properties", {})
+    return cleaned
+
+
 def _parameter_model(
     func: Callable[..., Any], name: str, docs: dict[str, str]
 ) -> tuple[type[BaseModel], list[str]]:
@@ -253,10 +264,7 @@ class Tool:
         tool_name = name or getattr(func, "__name__", None) or type(func).__name__
         doc_description, docs = _parse_docstring(inspect.getdoc(func))
         model, names = _parameter_model(func, tool_name, docs)
-        schema = model.model_json_schema(by_alias=True)
-        defs = schema.pop("$defs", {})
-        parameters = _clean_schema(_inline_refs(schema, defs))
-        parameters.setdefault("properties", {})
+        parameters = provider_schema(model.model_json_schema(by_alias=True))
         ToolSpec(name=tool_name, description="", parameters=parameters)  # validates the name
         return cls(
             name=tool_name,
@@ -425,6 +433,7 @@ class ToolRegistry:
         self._threads = ToolThreads(max_workers, max_abandoned)
         self._tools: dict[str, Tool] = {}
         self._specs: list[ToolSpec] | None = None
+        self._releases: list[Callable[[], None]] = []
         for item in tools:
             self.add(item)
 
@@ -536,5 +545,12 @@ class ToolRegistry:
             call.id, call.name, clip(message, _MAX_ERROR_CHARS), is_error=True
         )
 
+    def close_with(self, release: Callable[[], None]) -> None:
+        """Have `close` call `release` (a tool source's sessions, for one)."""
+        self._releases.append(release)
+
     def close(self) -> None:
-        """Nothing to release: each sync call's thread ends when its tool returns."""
+        """Release what the tools hold (each sync call's thread ends when its tool returns)."""
+        releases, self._releases = self._releases, []
+        for release in releases:
+            release()

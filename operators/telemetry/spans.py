@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from streamagents.connectors.mcp_servers import split_mcp_tool_name
 from streamagents.connectors.providers import provider_family
 from streamagents.operators.telemetry.log_runs import runs_in_order
 from streamagents.serde.event_payloads import (
@@ -366,6 +367,12 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     run.conversation.extend(payload.messages)
 
 
+def _mcp_attributes(tool_name: str) -> dict[str, AttributeValue]:
+    """`mcp.server` and `mcp.tool` of an MCP tool's call (from its name), else nothing."""
+    split = split_mcp_tool_name(tool_name)
+    return {} if split is None else {"mcp.server": split[0], "mcp.tool": split[1]}
+
+
 def _tool_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     payload = event.payload
     assert isinstance(payload, ToolRequestPayload)
@@ -375,6 +382,7 @@ def _tool_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
             "gen_ai.tool.name": call.name,
             "gen_ai.tool.call.id": call.id,
             "gen_ai.tool.type": "function",
+            **_mcp_attributes(call.name),
         }
         if capture:
             attributes["gen_ai.tool.call.arguments"] = _clean(
@@ -408,6 +416,7 @@ def _tool_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
                     "gen_ai.operation.name": "execute_tool",
                     "gen_ai.tool.name": result.name or "",
                     "gen_ai.tool.call.id": result.tool_call_id or "",
+                    **_mcp_attributes(result.name or ""),
                 },
             )
             run.steps[key] = step
