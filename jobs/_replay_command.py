@@ -101,13 +101,17 @@ def replay_spec(spec: JobSpec, out: Path, inputs: Path, parallelism: int | None)
 
 
 def _replay(args: argparse.Namespace) -> int:
+    out = Path(args.out).resolve()
+    inputs = out / "inputs" / "recorded.jsonl"
     try:
         loaded = load_spec(args.spec)
+        # checked as the replay runs it: a production spec's Kafka parts are not used
+        spec = replay_spec(loaded.spec, out, inputs, args.parallelism)
+        loaded = dataclasses.replace(loaded, spec=spec, telemetry=None)
         check_runnable(loaded)
     except SpecError as exc:
         print(f"invalid job spec:\n{exc}", file=sys.stderr)
         return 2
-    out = Path(args.out).resolve()
     used = [n for n in ("outputs", "dead-letters", "eventlog") if (out / n).exists()]
     if used:
         print(f"replay: {out} already holds {', '.join(used)}; give a new folder", file=sys.stderr)
@@ -129,14 +133,11 @@ def _replay(args: argparse.Namespace) -> int:
     chosen = choose(runs, keys=keys, since_ms=since, until_ms=until, sample=args.sample)
     source = None if args.inputs_from is None else InputSource(args.inputs_from)
     lines, left_out = replay_lines(chosen, source)
-    out.mkdir(parents=True, exist_ok=True)
-    inputs = out / "inputs" / "recorded.jsonl"
-    inputs.parent.mkdir(exist_ok=True)
+    inputs.parent.mkdir(parents=True, exist_ok=True)
     inputs.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     (out / "not_replayable.jsonl").write_text(
         "".join(entry.json() + "\n" for entry in left_out), encoding="utf-8"
     )
-    spec = replay_spec(loaded.spec, out, inputs, args.parallelism)
     manifest = {
         "log": [str(Path(p).resolve()) for p in args.log],
         "spec": str(Path(args.spec).resolve()),
@@ -154,7 +155,7 @@ def _replay(args: argparse.Namespace) -> int:
     )
     started = time.monotonic()
     if lines:
-        failure = _run_job(dataclasses.replace(loaded, spec=spec, telemetry=None))
+        failure = _run_job(loaded)
         if failure is not None:
             print(f"replay: the job failed: {loaded.redact(failure)}", file=sys.stderr)
             return 1
