@@ -355,12 +355,12 @@ class AgentRuntime:
         return response
 
     async def _run_tools(self, calls: Sequence[ToolCall], state: RunState) -> list[ChatMessage]:
-        if self.replay_policies is not None and state.replay_of is not None:
+        if self.replay_policies is not None:  # a replay job runs no tool unless it may
             results = await answer_from_recording(
                 calls,
                 state.recorded_tools,
                 self.replay_policies,
-                state.replay_of,
+                state.replay_of or "(none named)",
                 self.tools.run_all,
                 self.tools.error_result,
             )
