@@ -109,9 +109,10 @@ def flink_configuration(
     return config
 
 
-def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
+def agent_config(loaded: LoadedSpec, model: ModelSpec, *, replay: bool = False) -> AgentConfig:
     """The operator's `AgentConfig` for a spec and its resolved model: the spec's agent
-    settings as they are, with what the job around the agent decides."""
+    settings as they are, with what the job around the agent decides (`replay`: a replay
+    job's, see `streamagents.jobs.replay`)."""
     spec = loaded.spec
     return AgentConfig(
         **spec.agent.settings(),
@@ -121,6 +122,7 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec) -> AgentConfig:
         media_store=spec.media_store,
         event_log_level=spec.event_log.level if spec.event_log is not None else "off",
         telemetry=loaded.telemetry,
+        replay=replay,
     )
 
 
@@ -216,13 +218,15 @@ def build_job(
     runtime_factory: RuntimeFactory = AgentRuntime.from_config,
     *,
     hold_input_end: bool = False,
+    replay: bool = False,
 ) -> None:
     """Add the spec's whole pipeline to `env` (call `env.execute` afterwards).
 
     `runtime_factory` replaces the runtime built from the config (benchmarks give a test
     double this way). With `hold_input_end`, a bounded input's end does not end the job:
     the caller stops it with a draining savepoint once every input is answered (see
-    `jobs._job_stop`), so the last runs finish under regular checkpoints."""
+    `jobs._job_stop`), so the last runs finish under regular checkpoints. With `replay`,
+    every input runs as a replay of a recorded run (`streamagents replay`)."""
     spec = loaded.spec
     env.set_parallelism(spec.parallelism)
     _add_kafka_jar(env, spec)
@@ -231,7 +235,7 @@ def build_job(
     if event_log is not None and event_log.path is not None:  # level "off" writes nothing
         rolling = event_log.model_dump(include={"roll_bytes", "roll_seconds"}, exclude_none=True)
         writer = event_log_writer(event_log.path, level=event_log.level, **rolling)
-    config = agent_config(loaded, model)
+    config = agent_config(loaded, model, replay=replay)
     streams = agent_stream(
         _inputs(env, spec),
         config,

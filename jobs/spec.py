@@ -59,6 +59,7 @@ from streamagents.operators.agent.config import (
     fallback_extras_problem,
     followup_key_problem,
     gemini_extras_problem,
+    live_replay_problem,
 )
 from streamagents.operators.agent.tools import load_tool
 from streamagents.operators.telemetry.sdk_spans import OtelMissingError, require_otel
@@ -636,6 +637,10 @@ def check_runnable(loaded: LoadedSpec) -> None:
             found.requires_approval if target.approval is None else target.approval == "required"
         )
         approving = approving or bool(declared)
+        problem = live_replay_problem(target.replay, bool(declared), target.side_effects)
+        if problem is not None:
+            line = loaded.source.source_map.line_of(("agent", "tools", index))
+            problems.append(SpecProblem(line, f"agent.tools[{index}]", problem))
         if declared and loaded.spec.sinks.approval_requests is None:
             line = loaded.source.source_map.line_of(("agent", "tools", index))
             problems.append(

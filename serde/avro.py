@@ -138,6 +138,7 @@ class _VersionShape:
         self.interactions = any(f["name"] == "interaction_id" for f in payload["fields"])
         self.evidence = any(f["name"] == "evidence" for f in payload["fields"])
         self.answered_by = any(f["name"] == "fallback" for f in payload["fields"])
+        self.input_record = any(f["name"] == "input_record" for f in payload["fields"])
 
 
 _SHAPES = {version: _VersionShape(schema) for version, schema in _SCHEMAS.items()}
@@ -312,6 +313,8 @@ class _Encoder:
             payload["evidence"] = []
         if self.shape.answered_by:
             payload["answered_provider"] = payload["fallback"] = None
+        if self.shape.input_record:
+            payload["input_record"] = None
         # Only the fields the event has: all of an AgentEvent's, those given to a RunEvent;
         # the others are facts stored as attributes, by the one table of them.
         fields = self.fields
@@ -360,6 +363,8 @@ class _Encoder:
         if self.shape.answered_by:
             fields["answered_provider"] = _string
             fields["fallback"] = _boolean
+        if self.shape.input_record:
+            fields["input_record"] = lambda text: _optional_bounded(text, limit)
         return fields
 
     def usage(self, usage: TokenUsage) -> dict[str, Any]:
@@ -504,6 +509,10 @@ def from_record(record: dict[str, Any]) -> AgentEvent:
     `{"$truncated": "<prefix of the JSON>"}`."""
     payload = record["payload"]
     error_message = payload.get("error_message")
+    input_record = payload.get("input_record")
+    attributes = payload["attributes"]
+    if input_record is not None and input_record["truncated"]:
+        attributes = {**attributes, "input_record_clipped": "true"}
     return AgentEvent.model_validate(
         {
             "event_id": record["event_id"],
@@ -526,12 +535,13 @@ def from_record(record: dict[str, Any]) -> AgentEvent:
                 "finish_reason": payload.get("finish_reason"),
                 "attempts": payload.get("attempts"),
                 "cost_usd": payload.get("cost_usd"),
-                "attributes": payload["attributes"],
+                "attributes": attributes,
                 "interaction_id": payload.get("interaction_id"),
                 "continued_from": payload.get("continued_from"),
                 "evidence": payload.get("evidence") or [],
                 "answered_provider": payload.get("answered_provider"),
                 "fallback": payload.get("fallback"),
+                "input_record": None if input_record is None else input_record["text"],
             },
         }
     )

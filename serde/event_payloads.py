@@ -79,6 +79,9 @@ class _Payload(BaseModel):
         description="Stored attributes this kind has no field for (a newer writer's, or a "
         "value that does not read as its field's type), kept as they were written.",
     )
+    replay_of: str | None = Field(
+        default=None, description="The recorded run this run replays (a replay's events only)."
+    )
 
     @field_validator("messages", check_fields=False)
     @classmethod
@@ -108,6 +111,21 @@ class InputPayload(_Payload):
     kind: Literal["input"] = "input"
     messages: list[ChatMessage] = _messages("The input as a user message (media as refs).")
     input_id: str | None = Field(default=None, description="The input record's id.")
+    input_record: str | None = Field(
+        default=None,
+        description="The input line as received, media as store refs (v8; at `standard` a "
+        "prefix, and `input_record_clipped` is set when read back).",
+    )
+    input_record_clipped: bool | None = Field(
+        default=None, description="True when the log kept only a prefix of `input_record`."
+    )
+    key_sequence: int | None = Field(
+        default=None, ge=0, description="The run's position among its key's runs (keyed state)."
+    )
+    config_fingerprint: str | None = Field(
+        default=None,
+        description="Hash of the system prompt, model, tools and generation settings it used.",
+    )
 
 
 class ChatRequestPayload(_Payload):
@@ -368,6 +386,7 @@ class UnknownPayload(BaseModel):
     )
     answered_provider: str | None = Field(default=None, description="Who answered (v7).")
     fallback: bool | None = Field(default=None, description="Whether a fallback answered (v7).")
+    input_record: str | None = Field(default=None, description="The input line (v8).")
 
     @field_validator("messages")
     @classmethod

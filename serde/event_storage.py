@@ -56,6 +56,7 @@ class StoredPayload(TypedDict):
     evidence: list[ServerToolEvidence]
     answered_provider: str | None
     fallback: bool | None
+    input_record: str | None
 
 
 STORED_FIELDS = tuple(StoredPayload.__annotations__)

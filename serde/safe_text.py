@@ -52,6 +52,8 @@ _SECRET = re.compile(
     r")"
 )
 _REDACTED = "[REDACTED]"
+_API_KEY_HINT = re.compile(r"api[_ -]?key")
+"""What a credential name with "key" in it holds (a JSON field named `key` does not)."""
 
 
 def clip(text: str, limit: int = REASON_LIMIT) -> str:
@@ -105,11 +107,13 @@ def redact_secrets(text: str) -> str:
         "aiza" in lowered
         or "sk-" in lowered
         or "bearer" in lowered
-        or "key" in lowered
         or "token" in lowered
         or "passwd" in lowered
         or "secret" in lowered
         or "password" in lowered
+        or _API_KEY_HINT.search(lowered) is not None  # api key, api_key, apikey, api-key
+        or "?key" in lowered
+        or "&key" in lowered
     ):
         return _SECRET.sub(_redact_match, text)
     return text

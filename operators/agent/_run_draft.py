@@ -41,6 +41,9 @@ class RunDraft:
             for field in ("messages", "tool_results"):
                 if field in payload:
                     payload[field] = [runtime.loggable(m) for m in payload[field]]
+            replay_of = self.data["replay_of"]
+            if replay_of is not None:
+                payload["replay_of"] = replay_of
             self.events.append(
                 make_event(
                     event_type,

@@ -47,6 +47,7 @@ __all__ = [
     "fallback_extras_problem",
     "followup_key_problem",
     "gemini_extras_problem",
+    "live_replay_problem",
     "redact_options",
 ]
 
@@ -640,12 +641,40 @@ class ToolRef(BaseModel):
         allow_inf_nan=False,
         description="How long a call waits for its decision; unset: the agent's.",
     )
+    side_effects: bool = Field(
+        default=False,
+        description="Whether a call changes something outside the agent (sends, pays, "
+        "writes): such a tool never runs in a replay.",
+    )
+    replay: Literal["recorded", "live"] = Field(
+        default="recorded",
+        description="In a replay, a call the recording does not have: recorded gives an error "
+        "result saying so; live runs it (read-only tools only).",
+    )
 
     @model_validator(mode="after")
     def _timeout_needs_approval(self) -> ToolRef:
         if self.approval == "none" and self.approval_timeout_s is not None:
             raise ValueError("approval_timeout_s applies only to a tool whose calls need approval")
         return self
+
+    @model_validator(mode="after")
+    def _live_replay_only_when_safe(self) -> ToolRef:
+        problem = live_replay_problem(self.replay, self.approval == "required", self.side_effects)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+
+def live_replay_problem(replay: str, needs_approval: bool, side_effects: bool) -> str | None:
+    """Why a tool may not run live in a replay (it needs approval, or has side effects)."""
+    if replay != "live":
+        return None
+    if needs_approval:
+        return "replay: live is refused for a tool whose calls need approval"
+    if side_effects:
+        return "replay: live is refused for a tool declared side_effects: true"
+    return None
 
 
 class AgentSettings(BaseModel):
@@ -728,6 +757,11 @@ class AgentConfig(AgentSettings):
     )
     telemetry: TelemetryConfig | None = Field(
         default=None, description="Live OpenTelemetry spans and metrics; None sends none."
+    )
+    replay: bool = Field(
+        default=False,
+        description="Run every input as a replay of a recorded run (`streamagents replay` "
+        "sets it): run ids in the replay namespace, tool calls answered from the recording.",
     )
     subtasks: int = Field(
         default=1,

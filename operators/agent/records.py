@@ -22,6 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from streamagents.connectors.media import MediaStore
 from streamagents.operators.agent.config import InputLimits
+from streamagents.operators.agent.replay import (
+    REPLAY_OF_FIELD,
+    REPLAY_TOOLS_FIELD,
+    RecordedToolCall,
+)
 from streamagents.serde.messages import ChatMessage, Part, TextPart
 from streamagents.serde.safe_text import clip
 
@@ -38,13 +43,14 @@ __all__ = [
 
 _DIGEST_FIELD = "_input_sha256"
 """Where the parse step keeps the sha256 of an id-less line whose media it moved."""
-_RESERVED = ("id", "text", "parts", _DIGEST_FIELD)
+_RESERVED = ("id", "text", "parts", _DIGEST_FIELD, REPLAY_OF_FIELD, REPLAY_TOOLS_FIELD)
 _DEFAULT_LIMITS = InputLimits()
 _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKETS = re.compile(r"[\[\]{}]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _HEX = re.compile(r"[0-9a-f]{64}")
 _PARTS: TypeAdapter[list[Any]] = TypeAdapter(list[Part])
+_RECORDED_TOOLS: TypeAdapter[list[RecordedToolCall]] = TypeAdapter(list[RecordedToolCall])
 
 
 class InputError(ValueError):
@@ -85,6 +91,12 @@ class InputRecord(BaseModel):
     message: ChatMessage = Field(description="The user message made of text and parts.")
     attributes: dict[str, Any] = Field(default_factory=dict, description="Other fields.")
     raw: str = Field(description="The input line as given.")
+    replay_of: str | None = Field(
+        default=None, description="A replay line's recorded run (`_replay_of`)."
+    )
+    recorded_tools: list[RecordedToolCall] = Field(
+        default_factory=list, description="A replay line's recorded tool calls (`_replay_tools`)."
+    )
 
 
 def _lookup(obj: dict[str, Any], dotted: str) -> Any:
@@ -286,6 +298,7 @@ def parse_input(
                 f"max_attributes_bytes={limits.max_attributes_bytes}",
                 "InputTooLarge",
             )
+    replay_of, recorded_tools = _replay_fields(obj)
     return InputRecord(
         id=record_id,
         id_given=id_given,
@@ -293,7 +306,26 @@ def parse_input(
         message=message,
         attributes=attributes,
         raw=raw,
+        replay_of=replay_of,
+        recorded_tools=recorded_tools,
     )
+
+
+def _replay_fields(obj: dict[str, Any]) -> tuple[str | None, list[RecordedToolCall]]:
+    """A replay line's recorded run id and tool calls (see `replay`); none on other lines."""
+    replay_of = obj.get(REPLAY_OF_FIELD)
+    tools = obj.get(REPLAY_TOOLS_FIELD)
+    if replay_of is None and tools is None:
+        return None, []
+    if not isinstance(replay_of, str) or not replay_of:
+        raise InputError(f"{REPLAY_OF_FIELD} must be a non-empty string", "InvalidReplayLine")
+    try:
+        return replay_of, _RECORDED_TOOLS.validate_python(tools or [])
+    except ValidationError:
+        raise InputError(
+            f"{REPLAY_TOOLS_FIELD} must be a list of recorded tool calls (name, arguments, result)",
+            "InvalidReplayLine",
+        ) from None
 
 
 def _is_digest(value: Any) -> bool:

@@ -73,6 +73,8 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
     run.emit(
         "output",
         messages=[message],
+        usage=output.usage,
+        latency_ms=output.latency_ms,
         input_id=run.data["input_id"],
         status="ok",
         cost_usd=output.cost_usd,
@@ -114,7 +116,14 @@ def fail(run: RunDraft, error: ErrorInfo, dead_letter: bool = False) -> Step:
         **budget,
     )
     output = _output_record(run, "error", None, error)
-    run.emit("output", input_id=run.data["input_id"], status="error", cost_usd=output.cost_usd)
+    run.emit(
+        "output",
+        usage=output.usage,
+        latency_ms=output.latency_ms,
+        input_id=run.data["input_id"],
+        status="error",
+        cost_usd=output.cost_usd,
+    )
     letter = run.runtime.dead_letter(run.state, error) if dead_letter else None
     return Step(
         state=None,

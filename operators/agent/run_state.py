@@ -17,6 +17,7 @@ from streamagents.operators.agent.approvals import PendingApproval
 from streamagents.operators.agent.emitted_records import ApprovalRequest, DeadLetter, OutputRecord
 from streamagents.operators.agent.followups import Followup
 from streamagents.operators.agent.records import ErrorInfo
+from streamagents.operators.agent.replay import RecordedToolCall
 from streamagents.serde.chat import AnsweredBy, ChatResponse, RetryAttempt
 from streamagents.serde.events import RunEvent
 from streamagents.serde.messages import ChatMessage, MediaRef, ToolCall
@@ -133,6 +134,12 @@ class RunState(BaseModel):
     )
     raw: str | None = Field(default=None, description="The raw input line when it is small.")
     raw_ref: MediaRef | None = Field(default=None, description="The raw input, in the store.")
+    replay_of: str | None = Field(
+        default=None, description="The recorded run this run replays (replay jobs only)."
+    )
+    recorded_tools: list[RecordedToolCall] = Field(
+        default_factory=list, description="The recorded run's tool calls (replay jobs only)."
+    )
 
     @property
     def total_tokens(self) -> int:

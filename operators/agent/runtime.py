@@ -22,6 +22,7 @@ produces the same records. A model reply is applied in `model_turn`, tool result
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,11 +37,24 @@ from streamagents.operators.agent.approvals import ApprovalDecision
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.documents import documents_message
 from streamagents.operators.agent.emitted_records import DeadLetter
+from streamagents.operators.agent.fingerprint import config_fingerprint
 from streamagents.operators.agent.followups import TOOL_NAME as FOLLOWUP_TOOL
 from streamagents.operators.agent.followups import Followup, is_followup_line, tool_spec
 from streamagents.operators.agent.memory import history_expired
 from streamagents.operators.agent.model_turn import apply_model_outcome
-from streamagents.operators.agent.records import ErrorInfo, InputRecord, parse_input
+from streamagents.operators.agent.records import (
+    ErrorInfo,
+    InputRecord,
+    offload_input,
+    parse_input,
+)
+from streamagents.operators.agent.replay import (
+    REPLAY_OF_FIELD,
+    REPLAY_TOOLS_FIELD,
+    ReplayPolicy,
+    answer_from_recording,
+    replay_run_id,
+)
 from streamagents.operators.agent.run_endings import fail, timeout_error
 from streamagents.operators.agent.run_state import (
     ModelAction,
@@ -94,6 +108,10 @@ class AgentRuntime:
         """The names of the tools the model is told about."""
         self.message_json = message_json or MessageJson()
         """Each message's JSON text, remembered: memory accounting, the SDK worker's requests."""
+        self.fingerprint = config_fingerprint(config, self.tool_specs)
+        """The hash of what shapes the answers (prompt, models, tools), on each input event."""
+        self.replay_policies = _replay_policies(config, tools) if config.replay else None
+        """In a replay job, each tool's policy for calls the recording lacks (else None)."""
 
     @classmethod
     def from_config(cls, config: AgentConfig, model: ChatModel | None = None) -> AgentRuntime:
@@ -116,13 +134,20 @@ class AgentRuntime:
         history: Sequence[ChatMessage],
         now_ms: int,
         waiting: Sequence[Followup] = (),
+        key_sequence: int | None = None,
     ) -> Step:
         """Begin the run of `record`: offload its media, log the input, ask for a model call.
 
         `waiting` are the key's follow-ups waiting in keyed state: a new input (not a
-        follow-up's) cancels them when `followups.cancel_on_input` is set (`Step.cancelled`)."""
+        follow-up's) cancels them when `followups.cancel_on_input` is set (`Step.cancelled`).
+        `key_sequence` is the run's position among its key's runs (the engine counts them in
+        keyed state). In a replay job the run is a replay of `record.replay_of`."""
         del history  # the run's request reads the history in perform; start changes none of it
-        run_id = run_id_for(self.config.job_id, record.id)
+        replay = self.replay_policies is not None
+        if replay:
+            run_id = replay_run_id(self.config.job_id, record.id)
+        else:
+            run_id = run_id_for(self.config.job_id, record.id)
         raw, raw_ref = self._keep_raw(record.raw)
         seed = RunState(
             run_id=run_id,
@@ -134,6 +159,8 @@ class AgentRuntime:
             attributes=record.attributes,
             raw=raw,
             raw_ref=raw_ref,
+            replay_of=record.replay_of if replay else None,
+            recorded_tools=record.recorded_tools if replay else [],
         )
         run = RunDraft(self, seed, now_ms)
         try:
@@ -148,7 +175,14 @@ class AgentRuntime:
             )
             error = ErrorInfo(type="MediaStoreError", message=clip(str(exc)))
             return fail(run, error, dead_letter=True)
-        input_event = run.emit("input", messages=[loggable], input_id=record.id)
+        input_event = run.emit(
+            "input",
+            messages=[loggable],
+            input_id=record.id,
+            input_record=self._loggable_line(record) if self.wants_events else None,
+            key_sequence=key_sequence,
+            config_fingerprint=self.fingerprint,
+        )
         self._note_followups(run, record, waiting, input_event)
         if missing:
             digests = ", ".join(ref.sha256 for ref in missing)
@@ -214,6 +248,24 @@ class AgentRuntime:
             ]
             return message.model_copy(update={"parts": parts})
 
+    def _loggable_line(self, record: InputRecord) -> str:
+        """The input line as the log keeps it: inline media as store refs, a replay line
+        without its replay fields. Should the store fail, the line without its parts."""
+        line = record.raw
+        if has_inline_media_above(record.message, 0):
+            try:
+                line = offload_input(record, self.store, 0)
+            except Exception:
+                obj = json.loads(line)
+                obj.pop("parts", None)
+                line = json.dumps(obj, ensure_ascii=False)
+        if record.replay_of is not None:
+            obj = json.loads(line)
+            obj.pop(REPLAY_OF_FIELD, None)
+            obj.pop(REPLAY_TOOLS_FIELD, None)
+            line = json.dumps(obj, ensure_ascii=False)
+        return line
+
     def _keep_raw(self, raw: str) -> tuple[str | None, MediaRef | None]:
         """Keep a small raw input in state; put a large one in the store and keep its ref."""
         encoded = raw.encode()
@@ -270,7 +322,7 @@ class AgentRuntime:
             else:
                 runnable = pending.runnable_calls
                 outcome["call_ids"] = [call.id for call in runnable]
-                work = self._run_tools(runnable)
+                work = self._run_tools(runnable, state)
             value, raised = await asyncio.wait_for(result_or_error(work), remaining_s)
         except asyncio.TimeoutError:
             outcome["error"] = ErrorInfo(type="RunTimeout", message="the run deadline passed")
@@ -302,8 +354,18 @@ class AgentRuntime:
             response = response.model_copy(update={"message": message})
         return response
 
-    async def _run_tools(self, calls: Sequence[ToolCall]) -> list[ChatMessage]:
-        results = await self.tools.run_all(calls)
+    async def _run_tools(self, calls: Sequence[ToolCall], state: RunState) -> list[ChatMessage]:
+        if self.replay_policies is not None:  # a replay job runs no tool unless it may
+            results = await answer_from_recording(
+                calls,
+                state.recorded_tools,
+                self.replay_policies,
+                state.replay_of or "(none named)",
+                self.tools.run_all,
+                self.tools.error_result,
+            )
+        else:
+            results = await self.tools.run_all(calls)
         threshold = self.config.offload_threshold_bytes
         if not any(has_inline_media_above(r, threshold) for r in results):
             return results
@@ -405,3 +467,22 @@ class AgentRuntime:
         """Close the model client and the tools' thread pool."""
         self.tools.close()
         await self.model.aclose()
+
+
+def _replay_policies(config: AgentConfig, tools: ToolRegistry) -> dict[str, ReplayPolicy]:
+    """Each declared tool's replay policy; a ValueError when a tool that needs approval
+    (as declared in the spec or by the tool itself) or has side effects is set to `live`."""
+    if len(config.tools) != len(tools):  # a registry given apart from the config's entries
+        return dict.fromkeys(tools.names, "recorded")
+    policies: dict[str, ReplayPolicy] = {}
+    for entry, name in zip(config.tools, tools.names, strict=True):
+        if isinstance(entry, str):
+            policies[name] = "recorded"
+            continue
+        found = tools.get(name)
+        if entry.replay == "live" and found is not None and found.requires_approval:
+            raise ValueError(
+                f"tool {name!r}: replay: live is refused for a tool whose calls need approval"
+            )
+        policies[name] = entry.replay
+    return policies

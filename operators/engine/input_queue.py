@@ -4,7 +4,8 @@ Each key's queue is a map from position to input line plus its head and tail pos
 so adding and taking an input touches one entry. The subtask counts its waiting inputs
 (`waiting`), which bounds how many may wait before the task thread makes room by settling
 a busy key's call (`max_waiting_inputs`). Inputs without an id get their key's next
-position among such inputs (`number`), kept in state so a replay numbers them alike.
+position among such inputs (`number`), kept in state so a replay numbers them alike; each
+run gets its key's next run sequence number (`next_run`), kept in state the same way.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class InputQueue:
         self._head = port.value_state("queue_head", StateKind.INT)
         self._tail = port.value_state("queue_tail", StateKind.INT)
         self._unnamed = port.value_state("inputs_without_id", StateKind.INT)
+        self._runs = port.value_state("key_runs", StateKind.INT)
         self._max_waiting = max_waiting
         self._metrics = metrics
         self.waiting = 0
@@ -84,9 +86,17 @@ class InputQueue:
         self._unnamed.update(position + 1)
         return numbered(record, position)
 
+    def next_run(self) -> int:
+        """The current key's next run sequence number (0, 1, ...): the order of its runs,
+        restored with the source offset; it starts again at 0 once the key's memory expires."""
+        sequence = self._runs.value() or 0
+        self._runs.update(sequence + 1)
+        return sequence
+
     def forget_numbering(self) -> None:
-        """Drop the key's count of inputs without an id (its memory has expired)."""
+        """Drop the key's counts of inputs without an id and of runs (its memory expired)."""
         self._unnamed.clear()
+        self._runs.clear()
 
     def _count(self, change: int) -> None:
         self.waiting = max(0, self.waiting + change)  # restored parked queues are not counted

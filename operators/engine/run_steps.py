@@ -116,7 +116,9 @@ class RunSteps:
                 parsed = parse_input(raw, self._config.key_field, self._config.input_limits)
                 record = self._queue.number(parsed)
                 history = self._memory.load(now)
-                step = self._runtime.start(record, history, now, self._followups.waiting())
+                step = self._runtime.start(
+                    record, history, now, self._followups.waiting(), self._queue.next_run()
+                )
             except Exception as error:
                 self._metrics.runs_failed.inc()
                 letter = DeadLetter.build(

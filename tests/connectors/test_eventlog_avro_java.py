@@ -55,7 +55,12 @@ def events(media_dir: Path) -> list[AgentEvent]:
     result = ChatMessage.tool_result("c1", "lookup_order", '{"status": "paid"}')
     ids = {"job_id": "interop", "key": "C-7", "run_id": "run-1"}
     kinds: dict[str, dict[str, Any]] = {
-        "input": {"messages": [ask], "attributes": {"input_id": "T-1"}},
+        # v8: the input line as received, longer than a standard log keeps (clipped)
+        "input": {
+            "messages": [ask],
+            "input_record": json.dumps({"id": "T-1", "key": "C-7", "text": "é " * 1500}),
+            "attributes": {"input_id": "T-1"},
+        },
         "chat_request": {"messages": [ask], "model": "gemini-2.5-flash"},
         "chat_response": {
             "messages": [answer],
@@ -73,6 +78,8 @@ def events(media_dir: Path) -> list[AgentEvent]:
         "tool_response": {"tool_results": [result], "latency_ms": 3.0},
         "output": {
             "messages": [ChatMessage(role="assistant", parts=[TextPart(text="Paid.")])],
+            "usage": TokenUsage(input_tokens=240, output_tokens=30),
+            "latency_ms": 812.5,
             "attributes": {"status": "ok"},
         },
         "error": {"error_class": "RateLimited", "error_message": "429 from the provider"},

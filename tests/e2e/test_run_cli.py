@@ -199,3 +199,75 @@ def test_a_failing_job_reports_each_task_failure_and_exits_1(tmp_path: Path) -> 
     assert "connectors/eventlog" in result.stdout
     assert "support-tickets: FAILED" in result.stdout
     assert result.stderr.strip().splitlines()[-1].startswith("job failed: Caused by:")
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `folder` with its size and modification time."""
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+def _runs(events: Path) -> dict[str, dict[str, Any]]:
+    """Per input id, from an event log: the run id, what it replays, its tool calls with
+    arguments, its tool results' text and media digests."""
+    found: dict[str, dict[str, Any]] = {}
+    by_run: dict[str, dict[str, Any]] = {}
+    for event in sorted(read_events(events, typed=True), key=lambda e: (e.run_id, e.sequence)):
+        run = by_run.setdefault(
+            event.run_id, {"run_id": event.run_id, "calls": [], "results": [], "replay_of": None}
+        )
+        payload = event.payload
+        run["replay_of"] = payload.replay_of
+        if payload.kind == "input":
+            found[payload.input_id] = run
+        elif payload.kind == "tool_request":
+            run["calls"] += [(c.name, c.arguments) for c in payload.tool_calls]
+        elif payload.kind == "tool_response":
+            run["results"] += [
+                (r.content, [p.ref.sha256 for p in r.media if p.ref is not None])
+                for r in payload.tool_results
+            ]
+    return found
+
+
+@pytest.mark.e2e
+def test_replay_of_the_recorded_example_reproduces_it_and_writes_only_its_own_folder(
+    example_run: dict[str, Any], tmp_path: Path
+) -> None:
+    out = example_run["out"]
+    spec = out.parent.parent / "support_tickets.yaml"
+    production = _files(out)
+    result = subprocess.run(
+        [*CLI, "replay", "--log", str(out / "events"), "--spec", str(spec), "--out",
+         str(tmp_path / "replay"), "--parallelism", "2"],
+        env=demo_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "5 recorded runs, 5 chosen, 5 to replay, 0 not replayable" in result.stdout
+    assert _files(out) == production  # the production sinks and event log were not written
+    replay = tmp_path / "replay"
+    assert (replay / "not_replayable.jsonl").read_text() == ""
+    recorded = {r["id"]: r for r in read_jsonl(out / "answers")}
+    replayed = {r["id"]: r for r in read_jsonl(replay / "outputs")}
+    assert sorted(replayed) == sorted(recorded)
+    for input_id, answer in replayed.items():
+        assert (answer["text"], answer["status"], answer["key"]) == (
+            recorded[input_id]["text"],
+            recorded[input_id]["status"],
+            recorded[input_id]["key"],
+        )
+    before, after = _runs(out / "events"), _runs(replay / "eventlog")
+    assert sorted(after) == sorted(before)
+    for input_id, run in after.items():
+        assert run["run_id"].startswith("replay-")
+        assert run["replay_of"] == before[input_id]["run_id"]
+        assert run["calls"] == before[input_id]["calls"]  # tool calls with their arguments
+        assert run["results"] == before[input_id]["results"]  # the image: the same media ref
+    assert any(digests for run in after.values() for _, digests in run["results"])

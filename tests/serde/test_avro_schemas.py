@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 import itertools
+import json
 from typing import Any
 
 import fastavro
@@ -179,3 +180,30 @@ def test_followup_events_are_written_from_v6_and_read_as_unknown_by_a_v5_reader(
     assert old["event_type"] == "unknown"
     assert old["payload"]["attributes"]["followup_id"] == "f-1"
     assert to_record(event, version=5)["event_type"] == "unknown"
+
+
+def test_the_input_record_is_written_from_v8_clipped_at_standard_and_skipped_by_a_v7_reader() -> (
+    None
+):
+    line = json.dumps({"id": "in-1", "key": "k", "text": "long " * 1000, "tier": "gold"})
+    event = new_event(
+        "input", job_id="j", key="k", run_id="r", sequence=1, input_id="in-1", input_record=line
+    )
+    for level, clipped in (("verbose", None), ("standard", True)):
+        buffer = io.BytesIO()
+        fastavro.writer(buffer, parsed_schema(8), [to_record(event, version=8, level=level)])
+        buffer.seek(0)
+        [record] = list(fastavro.reader(buffer))
+        read = from_record(record).payload
+        assert read.input_record_clipped is clipped
+        assert line.startswith(read.input_record) and (read.input_record == line) is not clipped
+        buffer.seek(0)
+        [old] = list(fastavro.reader(buffer, reader_schema=parsed_schema(7)))
+        assert "input_record" not in old["payload"]
+        assert from_record(old).payload.input_id == "in-1"
+    older = io.BytesIO()
+    fastavro.writer(older, parsed_schema(7), [to_record(event, version=7)])
+    older.seek(0)
+    [record] = list(fastavro.reader(older, reader_schema=parsed_schema(8)))
+    assert record["payload"]["input_record"] is None
+    assert from_record(record).payload.input_id == "in-1"

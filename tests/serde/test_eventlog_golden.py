@@ -56,6 +56,10 @@ _RETRIES = [
         attempt=2, ended_ms=1_790_000_000_600.5, error_type="ServerError", backoff_ms=900.0
     ),
 ]
+_INPUT_LINE = json.dumps(
+    {"id": "in-1", "key": "k-1", "text": "What is this? " * 150, "tier": "gold", "token": SECRET}
+)
+"""An input line as received, longer than a STANDARD log keeps."""
 _RETRIES_TEXT = json.dumps([retry.model_dump(mode="json") for retry in _RETRIES])
 """The retries attribute, as the log stores it."""
 
@@ -417,6 +421,32 @@ def stored_cases() -> list[tuple[str, AgentEvent]]:
                 },
             ),
         ),
+        (
+            "input_replayable",
+            _event(
+                "input",
+                33,
+                messages=[question],
+                input_record=_INPUT_LINE,
+                attributes={
+                    "replay_of": "run-recorded",
+                    "input_id": "in-1",
+                    "key_sequence": "7",
+                    "config_fingerprint": "cfg-0123abcd",
+                },
+            ),
+        ),
+        (
+            "output_tokens",
+            _event(
+                "output",
+                34,
+                messages=[ChatMessage(role="assistant", content="bye")],
+                usage=TokenUsage(input_tokens=40, output_tokens=9),
+                latency_ms=812.5,
+                attributes={"replay_of": "run-recorded", "input_id": "in-1", "status": "ok"},
+            ),
+        ),
     ]
     return cases
 
@@ -512,6 +542,14 @@ def typed_facts() -> list[tuple[str, str, int, dict[str, Any]]]:
         ("budget_deferred", "budget_deferred", 32,
          {"input_id": "in-1", "budget": "per_tenant.cost", "limit": 0.25, "window_s": 3600.0,
           "until_ms": due}),
+        ("input_replayable", "input", 33, {
+            "messages": [f.question], "input_id": "in-1", "input_record": _INPUT_LINE,
+            "key_sequence": 7, "config_fingerprint": "cfg-0123abcd",
+            "replay_of": "run-recorded"}),
+        ("output_tokens", "output", 34, {
+            "messages": [ChatMessage(role="assistant", content="bye")],
+            "usage": TokenUsage(input_tokens=40, output_tokens=9), "latency_ms": 812.5,
+            "input_id": "in-1", "status": "ok", "replay_of": "run-recorded"}),
     ]  # fmt: skip
 
 

@@ -142,3 +142,23 @@ def test_scrub_leaves_no_whole_short_secret_and_touches_nothing_else(
     assert re.search(_whole(secret), scrubbed) is None
     if re.search(_whole(secret), text) is None:
         assert scrubbed == text
+
+
+_PIECES = st.sampled_from(
+    ["key", "Key", "api", "API_KEY", "api key", "apiKey", "api-key", "?key", "&key", "=", ":",
+     '"', "'", " ", "x" * 12, "secret", "Token", "passwd", "sk-", "AIza", "bearer ", "\\\"",
+     "0123456789abcdef", "customer", "{", "}", ","]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_the_first_look_never_skips_text_the_secret_pattern_would_change(text: str) -> None:
+    from streamagents.serde.safe_text import _SECRET, _redact_match
+
+    assert redact_secrets(text) == _SECRET.sub(_redact_match, text)
+
+
+def test_a_json_field_named_key_takes_the_fast_path_and_stays_as_it_is() -> None:
+    line = json.dumps({"id": "in-1", "key": "customer-42", "text": "where is my order?"})
+    assert redact_secrets(line) is line

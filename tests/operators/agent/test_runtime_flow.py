@@ -139,8 +139,12 @@ def test_events_let_a_reader_rebuild_the_run(tmp_path: Path) -> None:
         assert request["payload"]["tool_calls"][0]["id"] == call_id
         assert by_id[request["upstream_event_id"]]["event_type"] == "chat_response"
     assert events[0]["payload"]["messages"][0]["content"] == "weather?"
-    assert events[0]["payload"]["attributes"] == {"input_id": "in-9"}
+    facts = events[0]["payload"]["attributes"]
+    assert facts == {"input_id": "in-9", "config_fingerprint": facts["config_fingerprint"]}
+    assert facts["config_fingerprint"].startswith("cfg-")
+    assert json.loads(events[0]["payload"]["input_record"])["text"] == "weather?"
     assert events[-1]["payload"]["messages"][0]["content"] == "done"
+    assert events[-1]["payload"]["usage"] == done.output["usage"]
     assert events[-1]["payload"]["attributes"] == {"input_id": "in-9", "status": "ok"}
 
 

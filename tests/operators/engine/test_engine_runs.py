@@ -154,7 +154,7 @@ def test_an_expired_history_leaves_state_on_its_cleanup_timer(tmp_path: Path) ->
     h = harness(tmp_path, EchoTestModel(), memory=MemoryConfig(ttl_seconds=60))
     h.send("k", json.dumps({"key": "k", "text": "no id"}))
     h.settle_all()
-    assert set(h.port.state_of("k")) == {"history", "cleanup_at", "inputs_without_id"}
+    assert set(h.port.state_of("k")) == {"history", "cleanup_at", "inputs_without_id", "key_runs"}
     h.advance(61_000)
     assert h.port.state_of("k") == {}
     assert h.count("histories_expired") == 1

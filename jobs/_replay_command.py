@@ -1,0 +1,194 @@
+"""`streamagents replay`: a candidate spec's agent over the recorded inputs of an event log.
+
+The job is the one `run` builds from the candidate spec (same engine, same operator), with
+its source replaced by the recorded inputs (`streamagents.jobs.replay`) in per-key recorded
+order and every sink replaced by files under the output folder: `outputs/`,
+`dead-letters/`, `approval-requests/` (when the spec has that sink), the replay's own
+`eventlog/` (at `verbose`) and `checkpoints/`. The spec's own sinks, event log, approvals
+source, checkpoint directory and telemetry are never used. The runs the log cannot replay
+are listed in `not_replayable.jsonl`, and `replay.json` says what was replayed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from streamagents.connectors.eventlog import DamagedFile, finalize_in_progress
+from streamagents.jobs._model_choice import demo_server, model_spec
+from streamagents.jobs.cluster import free_port, interpreter_first
+from streamagents.jobs.replay import (
+    InputSource,
+    choose,
+    parse_time_ms,
+    recorded_runs,
+    replay_lines,
+)
+from streamagents.jobs.spec import (
+    EventLogSpec,
+    JobSpec,
+    LoadedSpec,
+    SinkSpec,
+    SinksSpec,
+    SourceSpec,
+    SpecError,
+    check_runnable,
+    load_spec,
+)
+
+__all__ = ["register", "replay_spec"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the `replay` sub-command."""
+    replay = subparsers.add_parser(
+        "replay",
+        help="run a candidate spec over the recorded inputs of an event log",
+        description="Run a candidate spec's agent over the inputs an event log recorded, as "
+        "a bounded job, per key in the recorded order; outputs, dead letters and the "
+        "replay's own event log go to files under --out (the spec's sinks are not used).",
+    )
+    replay.add_argument(
+        "--log", nargs="+", required=True, help="event-log files or folders (recorded runs)"
+    )
+    replay.add_argument("--spec", required=True, help="the candidate job spec (YAML)")
+    replay.add_argument("--out", required=True, help="folder for the replay's files (new)")
+    replay.add_argument("--keys", help="only these keys, comma-separated")
+    replay.add_argument("--since", help="only runs that began at or after (ISO 8601 or ms)")
+    replay.add_argument("--until", help="only runs that began before (ISO 8601 or ms)")
+    replay.add_argument(
+        "--sample", type=float, help="replay this fraction of the runs (0-1, by run id)"
+    )
+    replay.add_argument("--parallelism", type=int, help="the job's parallelism (default: spec's)")
+    replay.add_argument(
+        "--inputs-from",
+        help="JSONL file or folder of the original inputs, joined by input id, for runs whose "
+        "input the log clipped (level standard) or does not hold",
+    )
+    replay.set_defaults(handler=_replay)
+
+
+def replay_spec(spec: JobSpec, out: Path, inputs: Path, parallelism: int | None) -> JobSpec:
+    """The candidate spec with the recorded inputs as its source and every sink, the event
+    log and checkpoints in `out`; no approvals source, no telemetry block."""
+    sinks = spec.sinks
+    return spec.model_copy(
+        update={
+            "name": f"{spec.name}-replay",
+            "source": SourceSpec.model_validate({"files": {"path": str(inputs)}}),
+            "sinks": SinksSpec(
+                outputs=SinkSpec(path=str(out / "outputs")),
+                dead_letters=SinkSpec(path=str(out / "dead-letters")),
+                approval_requests=None
+                if sinks.approval_requests is None
+                else SinkSpec(path=str(out / "approval-requests")),
+            ),
+            "event_log": EventLogSpec(path=str(out / "eventlog"), level="verbose"),
+            "checkpointing": spec.checkpointing.model_copy(
+                update={"dir": str(out / "checkpoints")}
+            ),
+            "approvals": None,
+            "telemetry": None,
+            "parallelism": parallelism or spec.parallelism,
+        }
+    )
+
+
+def _replay(args: argparse.Namespace) -> int:
+    out = Path(args.out).resolve()
+    inputs = out / "inputs" / "recorded.jsonl"
+    try:
+        loaded = load_spec(args.spec)
+        # checked as the replay runs it: a production spec's Kafka parts are not used
+        spec = replay_spec(loaded.spec, out, inputs, args.parallelism)
+        loaded = dataclasses.replace(loaded, spec=spec, telemetry=None)
+        check_runnable(loaded)
+    except SpecError as exc:
+        print(f"invalid job spec:\n{exc}", file=sys.stderr)
+        return 2
+    used = [n for n in ("outputs", "dead-letters", "eventlog") if (out / n).exists()]
+    if used:
+        print(f"replay: {out} already holds {', '.join(used)}; give a new folder", file=sys.stderr)
+        return 2
+    if args.sample is not None and not 0 < args.sample <= 1:
+        print("replay: --sample must be a fraction in (0, 1]", file=sys.stderr)
+        return 2
+    damaged: list[DamagedFile] = []
+    try:
+        runs = recorded_runs(args.log, damaged)
+        since = None if args.since is None else parse_time_ms(args.since)
+        until = None if args.until is None else parse_time_ms(args.until)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"replay: {exc}", file=sys.stderr)
+        return 2
+    for report in damaged:
+        print(f"replay: warning: {report}", file=sys.stderr)
+    keys = None if args.keys is None else {k for k in args.keys.split(",") if k}
+    chosen = choose(runs, keys=keys, since_ms=since, until_ms=until, sample=args.sample)
+    source = None if args.inputs_from is None else InputSource(args.inputs_from)
+    lines, left_out = replay_lines(chosen, source)
+    inputs.parent.mkdir(parents=True, exist_ok=True)
+    inputs.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    (out / "not_replayable.jsonl").write_text(
+        "".join(entry.json() + "\n" for entry in left_out), encoding="utf-8"
+    )
+    manifest = {
+        "log": [str(Path(p).resolve()) for p in args.log],
+        "spec": str(Path(args.spec).resolve()),
+        "job": spec.name,
+        "recorded_runs": len(runs),
+        "chosen_runs": len(chosen),
+        "replayed_runs": len(lines),
+        "not_replayable": len(left_out),
+        "parallelism": spec.parallelism,
+    }
+    print(
+        f"replay: {len(runs)} recorded runs, {len(chosen)} chosen, {len(lines)} to replay, "
+        f"{len(left_out)} not replayable ({out / 'not_replayable.jsonl'})",
+        flush=True,
+    )
+    started = time.monotonic()
+    if lines:
+        failure = _run_job(loaded)
+        if failure is not None:
+            print(f"replay: the job failed: {loaded.redact(failure)}", file=sys.stderr)
+            return 1
+    manifest["wall_s"] = round(time.monotonic() - started, 3)
+    (out / "replay.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    print(
+        f"replay: done in {manifest['wall_s']:.1f} s: outputs {out / 'outputs'}, dead letters "
+        f"{out / 'dead-letters'}, event log {out / 'eventlog'}",
+        flush=True,
+    )
+    return 0
+
+
+def _run_job(loaded: LoadedSpec) -> str | None:
+    """Run the replay job on a local mini-cluster until its bounded input is answered;
+    None, or the root cause of its failure."""
+    os.environ["PATH"] = interpreter_first(os.environ.get("PATH"))
+    from pyflink.datastream import StreamExecutionEnvironment  # needs the Flink gateway
+
+    from streamagents.jobs.graph import build_job, flink_configuration
+
+    spec = loaded.spec
+    with demo_server(loaded.model) as demo_url:
+        config = flink_configuration(spec, rest_port=free_port())
+        config.set_string("restart-strategy.type", "none")
+        env = StreamExecutionEnvironment.get_execution_environment(config)
+        build_job(env, loaded, model_spec(loaded.model, demo_url), replay=True)
+        try:
+            env.execute(spec.name)
+        except Exception as exc:  # the job's failure, reported with its root cause
+            lines = str(exc).splitlines() or [type(exc).__name__]
+            causes = [line for line in lines if line.startswith("Caused by:")]
+            return causes[-1] if causes else lines[0]
+    assert spec.event_log is not None and spec.event_log.path is not None
+    finalize_in_progress(spec.event_log.path)
+    return None
