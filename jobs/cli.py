@@ -14,6 +14,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "streamagents.jobs._cluster_commands",
     "streamagents.jobs._eventlog_commands",
     "streamagents.jobs._jars_commands",
+    "streamagents.jobs.replay_report.command",
 )
 
 
