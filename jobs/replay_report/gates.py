@@ -62,7 +62,9 @@ class Gate:
             rates = counts.get("rates", {})
         else:
             counts, rates = summary["counts"], summary["rates"]
-        return 100.0 * rates.get(name, 0.0) if self.percent else float(counts.get(name, 0))
+        if self.percent:  # rounded, so 11 of 20 is 55% and not 55.00000000000001%
+            return round(100.0 * rates.get(name, 0.0), 9)
+        return float(counts.get(name, 0))
 
     @property
     def needs_judge(self) -> bool:

@@ -9,68 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import answer, calls
-from replay_logs import PHOTO, Input, record_log
+from replay_logs import INPUTS, PHOTO, scenario_logs
 from sample_runs import HOSTILE
 
 from streamagents.connectors.eventlog import read_events
-from streamagents.connectors.providers.errors import BadRequest, EmptyResponseError
-from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.jobs.replay_report import compare, load_runs, write_report
-from streamagents.operators.agent.config import ModelSpec
-
-PRICED = ModelSpec(
-    provider="test",
-    model="priced-double",
-    prices=ModelPrices(input_per_million=1.0, output_per_million=2.0),
-)
-"""The scripted model as configured: priced, so runs have a cost."""
-
-INPUTS = [
-    Input("k1", "i1", "hi"),
-    Input("k1", "i2", "weather?"),
-    Input("k2", "i3", "photo?", photo=True),
-    Input("k2", "i4", "refund"),
-    Input("k3", "i5", "broken"),
-    Input("k3", "i6", "both fail"),
-    Input("k1", "i8", "lookup"),
-    Input("k4", "i7", "only recorded"),
-]
-
-RECORDED = {
-    "hi": [answer("Hello there.")],
-    "weather?": [answer("Sunny, 21 C.")],
-    "photo?": [calls(("camera", {"name": "north"})), answer("A yellow box.")],
-    "refund": [answer("Refund sent.")],
-    "broken": [BadRequest("the request was refused")],
-    "both fail": [BadRequest("refused")],
-    "lookup": [calls(("camera", {"name": "a", "zoom": 2})), answer("Done.")],
-    "only recorded": [answer("Here.")],
-}
-"""The baseline's replies: one list per input, one reply per model turn."""
-
-CANDIDATE = {
-    "hi": [answer("Hello   there.\n")],  # whitespace only: the same answer
-    "weather?": [answer(f"Rain {HOSTILE}", input_tokens=40, output_tokens=20)],
-    "photo?": [calls(("camera", {"name": "south"})), answer("A yellow box.")],
-    "refund": [BadRequest("the request was refused")],
-    "broken": [answer("Fixed now.")],
-    "both fail": [EmptyResponseError("empty")],
-    "lookup": [calls(("camera", {"zoom": 2, "name": "a"})), answer("Done.")],
-}
-"""The candidate's replies, as a changed prompt would make them (one input it never ran)."""
 
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The baseline recorded twice, and the candidate's log; one media store for all."""
-    root = tmp_path_factory.mktemp("replay")
-    return {
-        "recorded": record_log(root, "recorded", RECORDED, INPUTS, spec=PRICED),
-        "again": record_log(root, "again", RECORDED, INPUTS, spec=PRICED),
-        "candidate": record_log(root, "candidate", CANDIDATE, INPUTS[:-1], spec=PRICED),
-        "root": root,
-    }
+    return scenario_logs(tmp_path_factory.mktemp("replay"))
 
 
 def _by_input(path: Path) -> dict[str, dict[str, Any]]:
