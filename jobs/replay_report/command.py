@@ -87,6 +87,7 @@ def _judge_target(args: argparse.Namespace) -> tuple[ModelTarget, str] | None:
 
 
 def _replay_report(args: argparse.Namespace) -> int:
+    """Run the command; the exit code."""
     try:
         target = _judge_target(args)
     except (OSError, ValueError) as error:

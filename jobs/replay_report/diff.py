@@ -91,6 +91,7 @@ class Comparison:
 
 
 def _same_text(a: str, b: str) -> bool:
+    """Whether two answers say the same, runs of whitespace counting as one space."""
     return a.split() == b.split()
 
 

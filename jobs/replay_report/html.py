@@ -41,22 +41,27 @@ _STYLE = """
 
 
 def _e(text: object) -> str:
+    """`text` escaped for HTML text and attributes."""
     return html.escape(str(text), quote=True)
 
 
-def _figure(value: Any, unit: str = "") -> str:
+def _figure(value: float | None, unit: str) -> str:
+    """A figure as the summary table shows it, in its unit (n/a when there is none)."""
     if value is None:
         return "n/a"
-    return f"{value:,.4g}{unit}" if isinstance(value, float) else f"{value:,}{unit}"
+    if unit == "$":
+        return f"${value:,.6f}"
+    return f"{value:,.0f}{unit}"
 
 
 def _side_html(title: str, run: RunOutcome | None, media: MediaSource) -> str:
+    """One side's run of an input: status, figures, tool calls, their media, the answer."""
     if run is None:
         return f'<div class="side"><h4>{_e(title)}</h4><p class="status-error">no run</p></div>'
     status = f'<span class="status-{_e(run.status)}">{_e(run.status)}</span>'
     if run.error_kind or run.error_message:
         status += f" · <b>{_e(run.error_kind or 'error')}</b>: {_e(run.error_message or '')}"
-    cost = "" if run.cost_usd is None else f" · ${run.cost_usd:.4f}"
+    cost = "" if run.cost_usd is None else f" · ${run.cost_usd:.6f}"
     pieces = [
         f'<div class="side" data-side="{_e(title)}"><h4>{_e(title)}</h4>',
         f'<div class="meta">{status}</div>',
@@ -70,6 +75,7 @@ def _side_html(title: str, run: RunOutcome | None, media: MediaSource) -> str:
 
 
 def _verdict_html(verdict: JudgeVerdict | None) -> str:
+    """The judge's verdict on an input and its reasons (nothing when not judged)."""
     if verdict is None:
         return ""
     if verdict.preferred is None:
@@ -84,10 +90,12 @@ def _verdict_html(verdict: JudgeVerdict | None) -> str:
 
 
 def _anchor(index: int) -> str:
+    """The page anchor of the `index`-th input section."""
     return f"input-{index}"
 
 
 def _section_html(index: int, item: InputComparison, media: MediaSource) -> str:
+    """One input: its text and media once, then the recorded run beside the candidate's."""
     seen = item.recorded or item.candidate
     assert seen is not None  # an input is in a comparison because one side ran it
     badges = "".join(f'<span class="diff">{_e(kind)}</span>' for kind in item.differences)
@@ -105,6 +113,7 @@ def _section_html(index: int, item: InputComparison, media: MediaSource) -> str:
 
 
 def _summary_html(summary: dict[str, Any], failed_gates: Sequence[str]) -> str:
+    """The summary table, the failed gates and the keys that diverge most."""
     rows = [
         ("inputs", summary["inputs"]),
         ("compared (both sides ran)", summary["compared"]),
@@ -114,7 +123,7 @@ def _summary_html(summary: dict[str, Any], failed_gates: Sequence[str]) -> str:
         (kind, f"{summary['counts'][kind]} ({100 * summary['rates'][kind]:.1f}%)")
         for kind in DIFFERENCE_KINDS
     ]
-    for name, unit in (("tokens", ""), ("latency_ms", " ms"), ("cost_usd", " $")):
+    for name, unit in (("tokens", ""), ("latency_ms", " ms"), ("cost_usd", "$")):
         figures = summary[name]
         rows.append(
             (

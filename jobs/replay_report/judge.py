@@ -63,6 +63,7 @@ class JudgeSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_rubric(self) -> JudgeSpec:
+        """Refuse a spec with no rubric or with both forms of it."""
         if (self.rubric is None) == (self.rubric_file is None):
             raise ValueError("give the rubric either inline (rubric) or as rubric_file")
         return self
@@ -99,7 +100,8 @@ def _side(run: RunOutcome) -> str:
     return "\n".join(lines)
 
 
-def _prompt(item: InputComparison, first: RunOutcome, second: RunOutcome) -> str:
+def _prompt(first: RunOutcome, second: RunOutcome) -> str:
+    """What the judge is asked about one input: the input, then answer A and answer B."""
     seen = first.input_media or second.input_media
     media = f"\n(the input also held {len(seen)} media part(s), not shown here)" if seen else ""
     return (
@@ -143,20 +145,22 @@ class _Judging:
     system: ChatMessage
     slots: asyncio.Semaphore
 
-    async def ask(self, item: InputComparison, a: RunOutcome, b: RunOutcome) -> tuple[str, str]:
-        messages = [self.system, ChatMessage(role="user", content=_prompt(item, a, b))]
+    async def ask(self, a: RunOutcome, b: RunOutcome) -> tuple[str, str]:
+        """The verdict and reason of one question: answer `a` shown first, `b` second."""
+        messages = [self.system, ChatMessage(role="user", content=_prompt(a, b))]
         async with self.slots:
             response = await self.model.achat(messages)
         return parse_verdict(response.message.content)
 
     async def verdict(self, item: InputComparison) -> JudgeVerdict:
+        """The input's verdict from both orders, or its judge failure."""
         recorded, candidate = item.recorded, item.candidate
         assert recorded is not None and candidate is not None
         if not item.differences:
             return JudgeVerdict("tie", reasons=("the runs do not differ: not asked",))
         try:
             (v1, r1), (v2, r2) = await asyncio.gather(
-                self.ask(item, recorded, candidate), self.ask(item, candidate, recorded)
+                self.ask(recorded, candidate), self.ask(candidate, recorded)
             )
         except Exception as error:  # a judge failure is reported per input, never fatal
             text = redact_secrets(scrub(str(error)))
@@ -169,6 +173,7 @@ class _Judging:
 async def _judge_all(
     comparison: Comparison, model: ChatModel, rubric: str
 ) -> dict[RunKey, JudgeVerdict]:
+    """Every verdict of the comparison by input, the model closed at the end."""
     system = ChatMessage(role="system", content=_INSTRUCTIONS.format(rubric=rubric.strip()))
     judging = _Judging(model, system, asyncio.Semaphore(JUDGE_CONCURRENCY))
     both = [i for i in comparison.inputs if i.recorded is not None and i.candidate is not None]

@@ -35,6 +35,7 @@ class Report:
 
 
 def _media(parts: Sequence[MediaPart]) -> list[dict[str, Any]]:
+    """Media parts as the JSON lines name them: kind, mime type, sha256."""
     return [
         {"kind": p.kind, "mime_type": p.mime_type, "sha256": p.ref.sha256 if p.ref else None}
         for p in parts
@@ -42,6 +43,7 @@ def _media(parts: Sequence[MediaPart]) -> list[dict[str, Any]]:
 
 
 def _run_json(run: RunOutcome | None) -> dict[str, Any] | None:
+    """One side's run as a JSON line holds it (None: the side lacks the input)."""
     if run is None:
         return None
     return {
@@ -112,6 +114,7 @@ def write_report(
 
 
 def _warn(side: str, runs: RunSet, err: TextIO) -> None:
+    """Print what reading one side's logs found amiss."""
     for damaged in runs.damaged:
         print(f"warning: {side} log: {damaged}", file=err)
     if runs.repeated:
@@ -124,6 +127,7 @@ def _warn(side: str, runs: RunSet, err: TextIO) -> None:
 
 
 def _print_summary(summary: dict[str, Any], out: TextIO) -> None:
+    """Print the summary's headline figures."""
     counts = ", ".join(f"{kind} {n}" for kind, n in summary["counts"].items())
     print(
         f"{summary['inputs']} inputs, {summary['compared']} on both sides, "

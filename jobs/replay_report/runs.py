@@ -87,10 +87,12 @@ class RunSet:
 
 
 def _media(messages: Iterable[ChatMessage]) -> list[MediaPart]:
+    """The media parts of `messages`, in order."""
     return [part for message in messages for part in message.media]
 
 
 def _text(messages: Sequence[ChatMessage]) -> str:
+    """The text of `messages`, one line each."""
     return "\n".join(message.content for message in messages if message.content)
 
 

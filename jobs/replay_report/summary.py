@@ -42,6 +42,7 @@ def _deltas(recorded: list[float], candidate: list[float]) -> dict[str, Any]:
 
 
 def _rate(count: int, total: int) -> float:
+    """`count` of `total`, 0 when there are none."""
     return count / total if total else 0.0
 
 

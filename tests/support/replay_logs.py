@@ -50,6 +50,7 @@ class InputScriptedTestModel(ChatModel):
     async def achat(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), **options: Any
     ) -> ChatResponse:
+        """The scripted reply to this run's input at its model turn."""
         start = max(i for i, m in enumerate(messages) if m.role == "user")
         text = messages[start].content
         turn = sum(1 for m in messages[start:] if m.role == "assistant")
@@ -70,6 +71,7 @@ class Input:
     photo: bool = False
 
     def line(self) -> str:
+        """The input line a source would read."""
         record: dict[str, Any] = {"id": self.input_id, "key": self.key, "text": self.text}
         if self.photo:
             data = base64.b64encode(PHOTO).decode()
