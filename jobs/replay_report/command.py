@@ -1,9 +1,16 @@
-"""`streamagents replay-report`: compare a candidate's event log with the recorded one."""
+"""`streamagents replay-report`: compare a candidate's event log with the recorded one.
+
+The report's options (judge, rubric, gates, media) are added by `add_report_options`, and
+`report_with_options` runs the report from them, so `streamagents replay` can offer the
+same options and write the same report after its job.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Sequence
 
 from streamagents.connectors.providers import PROVIDER_NAMES
 from streamagents.jobs._run_viewer import EMBED_LIMIT_BYTES
@@ -12,7 +19,7 @@ from streamagents.jobs.replay_report.judge import judge_model, load_judge_spec
 from streamagents.jobs.replay_report.report import run_report
 from streamagents.operators.agent.config import ModelTarget
 
-__all__ = ["register"]
+__all__ = ["add_report_options", "register", "report_with_options"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,6 +40,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="The candidate's event log: files or folders.",
     )  # fmt: skip
     command.add_argument("--out", required=True, metavar="DIR", help="Where the report goes.")
+    add_report_options(command)
+    command.set_defaults(handler=_replay_report)
+
+
+def add_report_options(command: argparse.ArgumentParser) -> None:
+    """Add the report's options: --judge-spec | --judge-model with --rubric, --fail-if,
+    --media, --embed-limit-mb."""
     judging = command.add_mutually_exclusive_group()
     judging.add_argument(
         "--judge-spec", metavar="FILE", help="A YAML file naming the judge model and rubric."
@@ -61,7 +75,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=EMBED_LIMIT_BYTES / 2**20,
         help="Media MiB embedded in the page in all; past it, media are written next to it.",
     )
-    command.set_defaults(handler=_replay_report)
 
 
 def _judge_target(args: argparse.Namespace) -> tuple[ModelTarget, str] | None:
@@ -86,19 +99,30 @@ def _judge_target(args: argparse.Namespace) -> tuple[ModelTarget, str] | None:
         return ModelTarget(provider=provider, model=model), rubric.read()
 
 
-def _replay_report(args: argparse.Namespace) -> int:
-    """Run the command; the exit code."""
+def report_with_options(
+    args: argparse.Namespace,
+    recorded: Sequence[str | os.PathLike[str]],
+    candidate: Sequence[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+) -> int:
+    """Write the report of `candidate` against `recorded` into `out_dir` as the options in
+    `args` (from `add_report_options`) say; the exit code (2: a usage error)."""
     try:
         target = _judge_target(args)
     except (OSError, ValueError) as error:
         print(f"streamagents replay-report: {error}", file=sys.stderr)
         return 2
     return run_report(
-        args.recorded,
-        args.candidate,
-        args.out,
+        recorded,
+        candidate,
+        out_dir,
         fail_if=args.fail_if,
         judge_with=None if target is None else (judge_model(target[0]), target[1]),
         media_root=args.media,
         embed_limit_bytes=int(args.embed_limit_mb * 2**20),
     )
+
+
+def _replay_report(args: argparse.Namespace) -> int:
+    """Run the command; the exit code."""
+    return report_with_options(args, args.recorded, args.candidate, args.out)
