@@ -29,10 +29,19 @@ from streamagents.operators.agent.config import ModelTarget
 from streamagents.serde.messages import ChatMessage
 from streamagents.serde.safe_text import clip, redact_secrets, scrub
 
-__all__ = ["JUDGE_CONCURRENCY", "JudgeSpec", "judge", "judge_model", "load_judge_spec"]
+__all__ = [
+    "JUDGE_CONCURRENCY",
+    "REASON_CHARS",
+    "JudgeSpec",
+    "judge",
+    "judge_model",
+    "load_judge_spec",
+]
 
 JUDGE_CONCURRENCY = 4
 """Judge calls in flight at once."""
+REASON_CHARS = 1000
+"""A judge's reason is kept to this many characters."""
 
 Side = Literal["recorded", "candidate", "tie"]
 
@@ -126,7 +135,7 @@ def parse_verdict(text: str) -> tuple[Literal["A", "B", "tie"], str]:
             f'the judge\'s reply needs "verdict" (A, B or tie) and a "reason" string: '
             f"{clip(json.dumps(reply), 200)}"
         )
-    return chosen, reason  # type: ignore[return-value]
+    return chosen, clip(reason, REASON_CHARS)  # type: ignore[return-value]
 
 
 def _combine(first: Side, second: Side, reasons: tuple[str, ...]) -> JudgeVerdict:

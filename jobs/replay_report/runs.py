@@ -60,7 +60,7 @@ class RunOutcome:
     cost_usd: float | None
     """What its model calls cost; None when no call of the run was priced."""
     latency_ms: float
-    """From its first event (the input) to its last (the output)."""
+    """From its first event (the input) to its output event (its last event, if none)."""
     input_text: str = ""
     input_media: tuple[MediaPart, ...] = ()
     """Media of the input message (both sides of a comparison saw these)."""
@@ -115,6 +115,8 @@ def outcome_of(run_id: str, events: Sequence[AgentEvent]) -> RunOutcome | None:
     inputs = [p for p in payloads if isinstance(p, InputPayload)]
     results = [m for p in payloads if isinstance(p, ToolResponsePayload) for m in p.tool_results]
     failed = failure if status != "ok" else None
+    ended = [e.timestamp_ms for e in events if isinstance(e.payload, OutputPayload)]
+    ended_ms = ended[-1] if ended else events[-1].timestamp_ms
     return RunOutcome(
         key=events[0].key or "",
         input_id=input_id,
@@ -129,7 +131,7 @@ def outcome_of(run_id: str, events: Sequence[AgentEvent]) -> RunOutcome | None:
         input_tokens=sum(u.input_tokens for u in usages),
         output_tokens=sum(u.output_tokens for u in usages),
         cost_usd=sum(costs) if costs else cost,
-        latency_ms=float(events[-1].timestamp_ms - events[0].timestamp_ms),
+        latency_ms=float(ended_ms - events[0].timestamp_ms),
         input_text=_text([m for p in inputs for m in p.messages]),
         input_media=tuple(_media(m for p in inputs for m in p.messages)),
         tool_media=tuple(_media(results)),
