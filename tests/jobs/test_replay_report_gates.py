@@ -89,6 +89,20 @@ def test_a_log_path_that_names_nothing_is_a_usage_error(
     assert "no file or directory" in capsys.readouterr().err
 
 
+def test_a_damaged_log_file_is_read_to_its_damage_and_named(
+    logs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (whole,) = sorted(logs["candidate"].glob("*.avro"))
+    damaged = tmp_path / whole.name
+    damaged.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    argv = ["replay-report", "--recorded", str(logs["recorded"]), "--candidate", str(damaged)]
+    assert main([*argv, "--out", str(tmp_path / "report")]) == 0
+    printed = capsys.readouterr()
+    assert f"warning: candidate log: {damaged}: " in printed.err
+    assert "the rest skipped" in printed.err
+    assert "8 inputs, 0 on both sides" in printed.out  # nothing before the damage survives
+
+
 def test_judge_model_needs_a_rubric(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["replay-report", "--recorded", "a", "--candidate", "b", "--out", str(tmp_path)]
     assert main([*argv, "--judge-model", "openai:gpt-test"]) == 2
