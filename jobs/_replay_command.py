@@ -6,7 +6,9 @@ order and every sink replaced by files under the output folder: `outputs/`,
 `dead-letters/`, `approval-requests/` (when the spec has that sink), the replay's own
 `eventlog/` (at `verbose`) and `checkpoints/`. The spec's own sinks, event log, approvals
 source, checkpoint directory and telemetry are never used. The runs the log cannot replay
-are listed in `not_replayable.jsonl`, and `replay.json` says what was replayed.
+are listed in `not_replayable.jsonl`, and `replay.json` says what was replayed. After the
+job, the report of the replayed runs against their recording goes to `report/`
+(`streamagents.jobs.replay_report`), and its `--fail-if` gates decide the exit code.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ from streamagents.jobs.replay import (
     parse_time_ms,
     recorded_runs,
     replay_lines,
+)
+from streamagents.jobs.replay_report.command import (
+    add_report_options,
+    report_options_error,
+    report_with_options,
 )
 from streamagents.jobs.spec import (
     EventLogSpec,
@@ -71,6 +78,7 @@ def register(subparsers: Any) -> None:
         help="JSONL file or folder of the original inputs, joined by input id, for runs whose "
         "input the log clipped (level standard) or does not hold",
     )
+    add_report_options(replay)
     replay.set_defaults(handler=_replay)
 
 
@@ -119,6 +127,10 @@ def _replay(args: argparse.Namespace) -> int:
     if args.sample is not None and not 0 < args.sample <= 1:
         print("replay: --sample must be a fraction in (0, 1]", file=sys.stderr)
         return 2
+    report_error = report_options_error(args)
+    if report_error is not None:
+        print(f"replay: {report_error}", file=sys.stderr)
+        return 2
     damaged: list[DamagedFile] = []
     try:
         runs = recorded_runs(args.log, damaged)
@@ -166,7 +178,11 @@ def _replay(args: argparse.Namespace) -> int:
         f"{out / 'dead-letters'}, event log {out / 'eventlog'}",
         flush=True,
     )
-    return 0
+    if not lines:
+        return 0
+    left = {entry.run_id for entry in left_out}
+    replayed = {(run.key, run.input_id) for run in chosen if run.run_id not in left}
+    return report_with_options(args, args.log, [out / "eventlog"], out / "report", replayed)
 
 
 def _run_job(loaded: LoadedSpec) -> str | None:

@@ -42,7 +42,15 @@ from streamagents.serde.event_payloads import (
 from streamagents.serde.events import AgentEvent, EventType
 from streamagents.serde.messages import ChatMessage, MediaPart, MediaRef, TextPart, ToolCall
 
-__all__ = ["EMBED_LIMIT_BYTES", "MediaSource", "render_runs"]
+__all__ = [
+    "EMBED_LIMIT_BYTES",
+    "PAGE_CSP",
+    "PAGE_STYLE",
+    "MediaSource",
+    "media_html",
+    "render_runs",
+    "tool_call_html",
+]
 
 EMBED_LIMIT_BYTES = 16 * 1024 * 1024
 """Media bytes a page embeds in all; media past it are written as files next to the page."""
@@ -64,11 +72,11 @@ _WITH_INPUT = (
 )
 """The payloads that name the run's input."""
 
-_CSP = (
+PAGE_CSP = (
     "default-src 'none'; img-src data: file:; media-src data: file:; "
     "style-src 'unsafe-inline'; script-src 'none'"
 )
-_STYLE = """
+PAGE_STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222;max-width:70em}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
 .status-ok{color:#176117}.status-error{color:#a40000;font-weight:bold}
@@ -145,7 +153,8 @@ def _when(ms: float) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _media_html(part: MediaPart, media: MediaSource) -> str:
+def media_html(part: MediaPart, media: MediaSource) -> str:
+    """A medium as the page shows it: embedded or linked from the store, else a placeholder."""
     kind, mime, ref = part.kind, part.mime_type, part.ref
     label = f"{kind} {mime}"
     if ref is not None:
@@ -167,7 +176,8 @@ def _media_html(part: MediaPart, media: MediaSource) -> str:
     return f'<a class="media" href="{_e(url)}" download>{_e(label)}</a>'
 
 
-def _tool_call_html(call: ToolCall, lead: str = "") -> str:
+def tool_call_html(call: ToolCall, lead: str = "") -> str:
+    """A tool call: its name, id and arguments as indented JSON."""
     arguments = json.dumps(call.arguments, ensure_ascii=False, indent=1)
     return (
         f'<div class="tool-call">{lead}<b>{_e(call.name)}</b> ({_e(call.id)})'
@@ -214,10 +224,10 @@ def _message_html(message: ChatMessage, media: MediaSource) -> str:
             if isinstance(part, TextPart):
                 pieces.append(f'<div class="text">{_e(part.text)}</div>')
             else:
-                pieces.append(_media_html(part, media))
+                pieces.append(media_html(part, media))
     elif message.content:
         pieces.append(f'<div class="text">{_e(message.content)}</div>')
-    pieces += [_tool_call_html(call, "calls ") for call in message.tool_calls]
+    pieces += [tool_call_html(call, "calls ") for call in message.tool_calls]
     pieces.append("</div>")
     return "".join(pieces)
 
@@ -270,7 +280,7 @@ def _step_html(event: AgentEvent, start_ms: int, media: MediaSource) -> str:
     if isinstance(payload, ServerToolPayload | UnknownPayload):
         pieces += [_evidence_html(e) for e in payload.evidence]
     if isinstance(payload, ToolRequestPayload):
-        pieces += [_tool_call_html(call) for call in payload.tool_calls]
+        pieces += [tool_call_html(call) for call in payload.tool_calls]
     pieces.append("</li>")
     return "".join(pieces)
 
@@ -360,8 +370,8 @@ def render_runs(events: Iterable[AgentEvent], media: MediaSource) -> tuple[str, 
     )
     page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
-        f"<title>streamagents runs ({len(runs)})</title><style>{_STYLE}</style></head><body>"
+        f'<meta http-equiv="Content-Security-Policy" content="{PAGE_CSP}">'
+        f"<title>streamagents runs ({len(runs)})</title><style>{PAGE_STYLE}</style></head><body>"
         f"<h1>streamagents runs</h1><p>{len(runs)} runs.</p>"
         f'<table id="runs">{header}{"".join(rows)}</table>{"".join(sections)}</body></html>\n'
     )

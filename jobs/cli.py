@@ -15,6 +15,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "streamagents.jobs._eventlog_commands",
     "streamagents.jobs._jars_commands",
     "streamagents.jobs._replay_command",
+    "streamagents.jobs.replay_report.command",
 )
 
 

@@ -242,7 +242,9 @@ def test_replay_of_the_recorded_example_reproduces_it_and_writes_only_its_own_fo
     production = _files(out)
     result = subprocess.run(
         [*CLI, "replay", "--log", str(out / "events"), "--spec", str(spec), "--out",
-         str(tmp_path / "replay"), "--parallelism", "2"],
+         str(tmp_path / "replay"), "--parallelism", "2",
+         "--fail-if", "changed_answers>0", "--fail-if", "tool_path_diverged>0",
+         "--fail-if", "new_errors>0", "--fail-if", "missing>0"],
         env=demo_env(),
         capture_output=True,
         text=True,
@@ -271,3 +273,6 @@ def test_replay_of_the_recorded_example_reproduces_it_and_writes_only_its_own_fo
         assert run["calls"] == before[input_id]["calls"]  # tool calls with their arguments
         assert run["results"] == before[input_id]["results"]  # the image: the same media ref
     assert any(digests for run in after.values() for _, digests in run["results"])
+    summary = json.loads((replay / "report" / "summary.json").read_text())
+    assert (summary["inputs"], summary["compared"], summary["differing"]) == (5, 5, 0)
+    assert (replay / "report" / "report.html").is_file()

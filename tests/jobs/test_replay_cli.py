@@ -65,6 +65,27 @@ def test_replay_refuses_a_folder_that_holds_an_earlier_replay(
 
 
 @pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--fail-if", "changed_answers>>1"], "changed_answers>>1"),
+        (["--fail-if", "judge_losses>0"], "need a judge"),
+        (["--judge-model", "gemini:gemini-2.5-flash"], "needs --rubric"),
+    ],
+)
+def test_a_bad_gate_or_judge_stops_the_replay_before_its_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], said: str
+) -> None:
+    line = json.dumps({"id": "t-1", "customer": {"id": "C-1"}, "text": "hello"})
+    recorded = record(tmp_path, EchoTestModel(), [("C-1", line)], key_field="customer.id")
+    log = write_log(recorded, tmp_path / "log", "verbose")
+    out = tmp_path / "replay"
+    argv = ["replay", "--log", str(log), "--spec", str(_example(tmp_path)), "--out", str(out)]
+    assert main([*argv, *options]) == 2
+    assert said in capsys.readouterr().err
+    assert not (out / "inputs").exists()  # nothing was read into a job, no job ran
+
+
+@pytest.mark.parametrize(
     "entry",
     [
         "{ref: streamagents.jobs.examples.support_tools:refund, side_effects: true, replay: live}",
