@@ -4,9 +4,9 @@ JobManager + 2 TaskManagers on 127.0.0.1 run a spec submitted with `streamagents
 a 3-partition input topic read from the earliest offset, parallelism 2, a checkpoint
 every second, outputs written to a topic exactly once. A Gemini stub in this process
 answers each input after 20-60 ms. Once it has been asked about 40% of the inputs it holds
-further calls; one TaskManager is then killed with SIGKILL (a spare having joined before) and
-the calls released; Flink restarts the job from its last checkpoint, aborting the
-transactions the dead TaskManager left open. A `read_committed` consumer must then find
+further calls; one TaskManager is then killed with SIGKILL and the calls released; Flink
+restarts the job from its last checkpoint, aborting the transactions the dead TaskManager
+left open. A `read_committed` consumer must then find
 exactly one output per input and each key's outputs in input order, with the source
 group's lag at 0. The figures are printed.
 """
@@ -29,7 +29,6 @@ from clusters import (
     checkpoint_counts,
     kill_taskmanager,
     restarts,
-    start_spare,
 )
 from doubles import text_reply
 from kafka_broker import KafkaBroker
@@ -146,7 +145,6 @@ def test_killing_a_taskmanager_loses_and_duplicates_no_kafka_output(
         found = re.search(r"^([0-9a-f]{32})$", submitted.stdout, re.MULTILINE)
         assert found, submitted.stdout
         job_id = found.group(1)
-        start_spare(cluster)
         deadline = time.monotonic() + TIMEOUT_S
         while True:
             assert time.monotonic() < deadline, f"not all answers committed in {TIMEOUT_S} s"

@@ -1,4 +1,4 @@
-"""Losing a TaskManager while model calls are in flight: `kill -9`, twice, on a real cluster.
+"""Losing a TaskManager while model calls are in flight: `kill -9` on a real cluster.
 
 A standalone cluster (JobManager + 2 TaskManagers on 127.0.0.1, from the wheel's scripts)
 runs a spec submitted with `streamagents submit`: parallelism 2, a checkpoint every
@@ -7,19 +7,18 @@ checkpoints go on until the last answer; a bounded one ends in a drain that take
 and a kill then redoes every call since the source ended). Each input is a tool loop (the
 model asks for `lookup_order`, then answers) against a Gemini stub in this process whose
 replies take 50-100 ms; some inputs carry an inline image above the offload threshold.
-When the model has answered about 20% and again about 60% of the inputs, one TaskManager
-process is killed with SIGKILL, a spare having joined before (so the restart does not
-wait for a TaskManager to start). Every input must end with
-exactly one committed output, every media ref resolvable in the store, no temporary files
-left there, at least two restarts on record and few calls made twice; then the job is
-cancelled. The figures go to a JSON file.
+When the model has answered about 40% of the inputs, one TaskManager process is killed with
+SIGKILL (the job restarts on the other's free slot). Every input must end with exactly one
+committed output, every media ref resolvable in the store, no temporary files left there, a
+restart on record and few calls made twice; then the job is cancelled. The figures go to a
+JSON file.
 
 Each input names its tenant, and the spec gives every tenant a token budget over a window
 longer than the test (`agent.budgets.per_tenant`, `on_exceeded: dead_letter`). The calls
 of one tenant, `capped`, report 100,000 prompt tokens each, so it spends its budget within
-its first few inputs; the other tenants' calls report a few tokens. Across both kills the
+its first few inputs; the other tenants' calls report a few tokens. Across the kill the
 capped tenant's inputs end as `BudgetExceeded` error outputs and dead letters (all of them
-once the kills are past: the restored attempts rebuild its spend from the copies its keys
+once the kill is past: the restored attempts rebuild its spend from the copies its keys
 keep), while every other tenant's input is answered.
 """
 
@@ -44,7 +43,6 @@ from clusters import (
     checkpoint_failures,
     kill_taskmanager,
     restarts,
-    start_spare,
 )
 from doubles import calls_reply, text_reply
 from e2e_tools import image_bytes
@@ -56,13 +54,13 @@ from streamagents.connectors.media import MediaStore
 from streamagents.jobs.cluster import StandaloneCluster, rest_call
 from streamagents.serde.messages import MediaRef
 
-INPUTS = 2_000
+INPUTS = 1_000
 KEYS = 250
 IMAGE_EVERY = 10  # every 10th input carries an image
 IMAGE_BYTES = 12_000
 OFFLOAD_THRESHOLD = 4_096
-# A TaskManager is killed when the model has answered these fractions of the inputs.
-KILL_AT = (0.2, 0.6)
+# A TaskManager is killed when the model has answered this fraction of the inputs.
+KILL_AT = 0.4
 JOB_TIMEOUT_S = 600
 CAPPED_KEYS = 25  # keys c000-c024 belong to the tenant `capped`, the rest to four others
 CAPPED_PROMPT_TOKENS = 100_000
@@ -203,7 +201,7 @@ def refs_in(value: Any) -> Iterator[MediaRef]:
             yield from refs_in(json.loads(value))
 
 
-def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
+def test_killing_a_taskmanager_loses_and_duplicates_no_output(
     cluster: StandaloneCluster, tmp_path: Path
 ) -> None:
     started = time.monotonic()
@@ -216,7 +214,6 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
     with LoopbackStubServer(model) as stub:
         spec = write_spec(job, stub.url)
         job_id = submit(spec, address)
-        start_spare(cluster)
 
         deadline = time.monotonic() + JOB_TIMEOUT_S
         first_commit_s: float | None = None
@@ -230,20 +227,22 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
             if first_commit_s is None and committed:
                 first_commit_s = round(time.monotonic() - started, 1)
             answered = len(model.answered)
-            if len(kills) < len(KILL_AT) and answered >= KILL_AT[len(kills)] * INPUTS:
+            kill = kills[0] if kills else None
+            if kill and "commits_resumed_after_s" not in kill and committed > kill["committed"]:
+                resumed_s = time.monotonic() - started - kill["at_s"]
+                kill["commits_resumed_after_s"] = round(resumed_s, 1)
+            if not kills and answered >= KILL_AT * INPUTS:
                 kill_taskmanager(cluster)
                 kills.append(
                     {
                         "at_s": round(time.monotonic() - started, 1),
                         "inputs_answered_by_model": answered,
                         "model_calls_so_far": sum(model.calls.values()),
-                        "committed_outputs": committed,
+                        "committed": committed,
                         "checkpoints": checkpoint_counts(address, job_id),
                         "checkpoint_failures": checkpoint_failures(address, job_id),
                     }
                 )
-                if len(kills) < len(KILL_AT):
-                    start_spare(cluster)  # the next kill's
             time.sleep(0.5)
             restart_count = max(restart_count, restarts(address, job_id))
         exceptions = rest_call(address, f"/jobs/{job_id}/exceptions", timeout_s=10)
@@ -309,11 +308,11 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
     print(json.dumps(figures, indent=2))
     print(f"figures written to {report}")
 
-    assert len(kills) == 2, f"the job finished before both kills: {kills}"
+    assert len(kills) == 1, f"the job finished before the kill: {kills}"
     assert all(kill["inputs_answered_by_model"] < INPUTS for kill in kills), kills
     assert lost == [] and duplicated == [], f"lost {lost[:10]}, duplicated {duplicated[:10]}"
     # Every other tenant goes on; the capped tenant gets its documented outcome, also after
-    # both kills: an error output naming its budget and a BudgetExceeded dead letter.
+    # the kill: an error output naming its budget and a BudgetExceeded dead letter.
     assert all(by_id[i]["status"] == "ok" for i in others)
     assert all(by_id[i]["error"]["budget"] == "per_tenant.tokens" for i in refused)
     assert sorted(letter["id"] for letter in dead_letters) == sorted(refused)
@@ -323,7 +322,7 @@ def test_killing_a_taskmanager_twice_loses_and_duplicates_no_output(
     assert len(capped - refused) <= 2 * CAPPED_KEYS, figures
     assert event_refs, "the image inputs left no media ref in the event log"
     assert temporary == []
-    assert restart_count >= 2, f"the kills did not restart the job: {restart_count}"
+    assert restart_count >= 1, f"the kill did not restart the job: {restart_count}"
     # Checkpoints complete while calls are out, so a kill redoes about an interval of calls
     # (420 of 4,000 over three restarts when measured; before unaligned checkpoints: 3,765).
     assert other_calls - 2 * len(others) <= 0.25 * 2 * len(others), figures
