@@ -220,30 +220,35 @@ class StandaloneCluster:
         (self.conf_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
     def start(self, timeout_s: float = 120.0) -> StandaloneCluster:
-        """Start the daemons and wait until every TaskManager has registered."""
+        """Start the daemons and wait until every TaskManager has registered, all within
+        `timeout_s` (on a loaded machine one script's start can take a minute: each runs a
+        JVM to work out the memory settings before the daemon's)."""
         self.write_configuration()
+        deadline = time.monotonic() + timeout_s
         try:
-            self._script("jobmanager.sh", "start")
+            self._script("jobmanager.sh", "start", timeout_s=timeout_s)
             for _ in range(self.taskmanagers):
-                self._script("taskmanager.sh", "start")
-            self._wait_ready(timeout_s)
+                self._script("taskmanager.sh", "start", timeout_s=deadline - time.monotonic())
+            self._wait_ready(deadline, timeout_s)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _script(self, name: str, *args: str) -> None:
+    def _script(self, name: str, *args: str, timeout_s: float = 60.0) -> None:
+        """Run one of Flink's scripts (`jobmanager.sh start`, ...) for this cluster."""
         subprocess.run(
             ["bash", str(flink_home() / "bin" / name), *args],
             env=self.environment(),
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            timeout=60,
+            timeout=max(timeout_s, 1.0),
         )
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+    def _wait_ready(self, deadline: float, timeout_s: float) -> None:
+        """Wait until every TaskManager has registered, until `deadline` (monotonic) of a
+        start given `timeout_s`."""
         seen = 0
         while time.monotonic() < deadline:
             try:

@@ -42,7 +42,7 @@ def restarting_cluster(workdir: Path, taskmanagers: int = 2) -> Iterator[Standal
     }
     handle = StandaloneCluster(workdir, taskmanagers=taskmanagers, conf=conf)
     try:
-        yield handle.start(timeout_s=180)
+        yield handle.start(timeout_s=300)
     finally:
         handle.stop()
     assert handle.pids() == [], "cluster processes outlived the test"
