@@ -45,8 +45,9 @@ INTERVAL_S = 2.0
 KILL_AT = 0.4
 RESUMED_WITHIN_S = 5 * INTERVAL_S
 """The bound on the first commit after the kill: the goal is 3 intervals, with the restart on
-a warm slot; 2 more are the margin a machine loaded by other work needs (8.5 s at a load
-average of 30, against 42 s before, when the restart waited for a new Python)."""
+a warm slot; 2 more are a margin for a machine loaded by other work (8.5 s at a load average
+of 30, against 42 s before, when the restart waited for a new Python; 12.4 s in a run at
+about 24 whose checkpoints took up to 5.8 s and failed this test's other bounds too)."""
 
 
 def first_commit_after_kill_s(watch: BacklogWatch, killed_at_epoch: float) -> float | None:
