@@ -30,6 +30,10 @@ __all__ = [
 ]
 
 
+_replacements: dict[int, list[subprocess.Popen[bytes]]] = {}
+"""The TaskManager scripts `replace_lost_taskmanagers` started, per cluster (by `id`)."""
+
+
 @contextlib.contextmanager
 def restarting_cluster(workdir: Path, taskmanagers: int = 2) -> Iterator[StandaloneCluster]:
     """JobManager + TaskManagers that notice a killed TaskManager and restart the job as every
@@ -44,6 +48,10 @@ def restarting_cluster(workdir: Path, taskmanagers: int = 2) -> Iterator[Standal
     try:
         yield handle.start(timeout_s=300)
     finally:
+        for script in _replacements.pop(id(handle), []):
+            # A replacement whose script has not written its pid yet would outlive stop().
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                script.wait(timeout=180)
         handle.stop()
     assert handle.pids() == [], "cluster processes outlived the test"
 
@@ -61,14 +69,16 @@ def kill_taskmanager(cluster: StandaloneCluster) -> int:
 
 def replace_lost_taskmanagers(cluster: StandaloneCluster) -> None:
     """Start a TaskManager for each one of the cluster's that is gone, without waiting for
-    Flink's script (on a loaded machine it can take a minute; it registers on its own)."""
+    Flink's script (on a loaded machine it can take a minute; it registers on its own; the
+    cluster's `restarting_cluster` waits for the script before it stops the cluster)."""
     for _ in range(cluster.taskmanagers - len(cluster.taskmanager_pids())):
-        subprocess.Popen(
+        script = subprocess.Popen(
             ["bash", str(flink_home() / "bin" / "taskmanager.sh"), "start"],
             env=cluster.environment(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        _replacements.setdefault(id(cluster), []).append(script)
 
 
 def seconds_until_forgotten(cluster: StandaloneCluster, registered: int) -> float:
