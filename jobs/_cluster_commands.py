@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from streamagents.jobs.cluster import ClusterError, StandaloneCluster
+from streamagents.jobs.cluster import SLOTS_PER_TASKMANAGER, ClusterError, StandaloneCluster
 
 __all__ = ["register"]
 
@@ -19,7 +19,12 @@ def register(subparsers: Any) -> None:
     start = actions.add_parser("start", help="Start a JobManager and TaskManagers.")
     start.add_argument("--dir", default=".flink-cluster", help="Configuration, logs and pids.")
     start.add_argument("--taskmanagers", type=int, default=2, help="How many TaskManagers.")
-    start.add_argument("--slots", type=int, default=1, help="Task slots per TaskManager.")
+    start.add_argument(
+        "--slots",
+        type=int,
+        default=SLOTS_PER_TASKMANAGER,
+        help="Task slots per TaskManager (keep one TaskManager's worth free for a fast restart).",
+    )
     start.set_defaults(handler=_start)
     stop = actions.add_parser("stop", help="Stop the cluster started in --dir.")
     stop.add_argument("--dir", default=".flink-cluster", help="As given to `cluster start`.")

@@ -33,6 +33,8 @@ from streamagents.operators.flink.settings import BUFFER_DEBLOAT
 
 __all__ = [
     "FAILURE_DETECTION",
+    "FAST_RESTART",
+    "SLOTS_PER_TASKMANAGER",
     "ClusterError",
     "StandaloneCluster",
     "flink_home",
@@ -52,6 +54,21 @@ FAILURE_DETECTION: dict[str, int] = {
 process that is gone fails two heartbeat calls in a row, about 2 s; one that hangs (a long
 GC pause, a machine that stops answering) is given 15 s. Flink's defaults (10 s, 2, 50 s)
 suit large clusters: about 20 s after a `kill -9` before the job can restart."""
+
+FAST_RESTART: dict[str, str] = {
+    "restart-strategy.type": "exponential-delay",
+    "restart-strategy.exponential-delay.initial-backoff": "100 ms",
+    "taskmanager.load-balance.mode": "SLOTS",
+}
+"""How a job restarts once a loss is noticed (docs/reliability.md#a-lost-taskmanager): after
+0.1 s, growing 1.5 times per failure in a row up to a minute (Flink's default starts at 1 s),
+with the job's tasks spread over the TaskManagers so that each keeps a free slot
+(`SLOTS_PER_TASKMANAGER`): a restart then lands on a TaskManager whose Python interpreter has
+already imported the job's modules, not on a new one that imports them first."""
+
+SLOTS_PER_TASKMANAGER = 2
+"""Task slots per TaskManager by default: a job of parallelism 2 on 2 TaskManagers uses one
+slot of each, and after one is lost both subtasks restart at once on the other."""
 
 
 class ClusterError(RuntimeError):
@@ -125,7 +142,7 @@ class StandaloneCluster:
         workdir: str | Path,
         *,
         taskmanagers: int = 2,
-        slots_per_taskmanager: int = 1,
+        slots_per_taskmanager: int = SLOTS_PER_TASKMANAGER,
         conf: dict[str, Any] | None = None,
     ) -> None:
         self.workdir = Path(workdir).resolve()
@@ -195,6 +212,7 @@ class StandaloneCluster:
             # metrics frozen meanwhile, `submit --wait` blind).
             "web.timeout": 60_000,
             **FAILURE_DETECTION,
+            **FAST_RESTART,
             **self._extra_conf,
         }
         for key, value in settings.items():
@@ -202,30 +220,35 @@ class StandaloneCluster:
         (self.conf_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
     def start(self, timeout_s: float = 120.0) -> StandaloneCluster:
-        """Start the daemons and wait until every TaskManager has registered."""
+        """Start the daemons and wait until every TaskManager has registered, all within
+        `timeout_s` (on a loaded machine one script's start can take a minute: each runs a
+        JVM to work out the memory settings before the daemon's)."""
         self.write_configuration()
+        deadline = time.monotonic() + timeout_s
         try:
-            self._script("jobmanager.sh", "start")
+            self._script("jobmanager.sh", "start", timeout_s=timeout_s)
             for _ in range(self.taskmanagers):
-                self._script("taskmanager.sh", "start")
-            self._wait_ready(timeout_s)
+                self._script("taskmanager.sh", "start", timeout_s=deadline - time.monotonic())
+            self._wait_ready(deadline, timeout_s)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _script(self, name: str, *args: str) -> None:
+    def _script(self, name: str, *args: str, timeout_s: float = 60.0) -> None:
+        """Run one of Flink's scripts (`jobmanager.sh start`, ...) for this cluster."""
         subprocess.run(
             ["bash", str(flink_home() / "bin" / name), *args],
             env=self.environment(),
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            timeout=60,
+            timeout=max(timeout_s, 1.0),
         )
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+    def _wait_ready(self, deadline: float, timeout_s: float) -> None:
+        """Wait until every TaskManager has registered, until `deadline` (monotonic) of a
+        start given `timeout_s`."""
         seen = 0
         while time.monotonic() < deadline:
             try:

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from clusters import cancel_unfinished_jobs, restarting_cluster, wait_until_idle
+from clusters import (
+    cancel_unfinished_jobs,
+    replace_lost_taskmanagers,
+    restarting_cluster,
+    wait_until_idle,
+)
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.jobs.cluster import StandaloneCluster
@@ -32,7 +37,9 @@ def shared_restarting_cluster(
 @pytest.fixture()
 def cluster(shared_restarting_cluster: StandaloneCluster) -> Iterator[StandaloneCluster]:
     """The shared restarting cluster, idle with 2 TaskManagers (a killed one replaced and
-    forgotten) when the test starts; a job the test left running is cancelled when it ends."""
+    forgotten) when the test starts; when it ends, a job the test left running is cancelled
+    and a TaskManager it killed is replaced."""
     wait_until_idle(shared_restarting_cluster)
     yield shared_restarting_cluster
     cancel_unfinished_jobs(shared_restarting_cluster.rest_address)
+    replace_lost_taskmanagers(shared_restarting_cluster)

@@ -58,7 +58,7 @@ def test_submitted_example_runs_on_two_taskmanagers_and_writes_its_results(
 ) -> None:
     address, handle = cluster
     overview = rest_call(address, "/overview")
-    assert overview["taskmanagers"] == 2 and overview["slots-total"] == 2
+    assert overview["taskmanagers"] == 2 and overview["slots-total"] == 4  # 2 slots each
     assert len(handle.pids()) == 3
 
     shutil.copytree(EXAMPLES, tmp_path / "job", ignore=shutil.ignore_patterns("out"))

@@ -15,6 +15,8 @@ import yaml
 
 from streamagents.jobs.cluster import (
     FAILURE_DETECTION,
+    FAST_RESTART,
+    SLOTS_PER_TASKMANAGER,
     StandaloneCluster,
     interpreter_first,
     script_environment,
@@ -64,6 +66,24 @@ def test_clusters_the_product_starts_notice_a_lost_taskmanager_within_seconds(
     assert {key: properties[key] for key in FAILURE_DETECTION} == FAILURE_DETECTION
     noticed_s = FAILURE_DETECTION["heartbeat.interval"] / 1000
     assert noticed_s * FAILURE_DETECTION["heartbeat.rpc-failure-threshold"] <= 3
+
+
+def test_clusters_the_product_starts_restart_a_job_at_once_on_a_free_slot(
+    tmp_path: Path,
+) -> None:
+    """`cluster start` and the docker compose cluster restart a job 0.1 s after a failure
+    (Flink's default: 1 s) and keep a free slot on each TaskManager for it: a job's slots are
+    spread, 2 per TaskManager, so a job of parallelism 2 on 2 TaskManagers uses one of each."""
+    cluster = StandaloneCluster(tmp_path / "cluster")
+    cluster.write_configuration()
+    for key, value in FAST_RESTART.items():
+        assert written_setting(cluster, key) == value, key
+    assert written_setting(cluster, "taskmanager.numberOfTaskSlots") == SLOTS_PER_TASKMANAGER == 2
+    assert FAST_RESTART["taskmanager.load-balance.mode"] == "SLOTS"
+    compose = yaml.safe_load(COMPOSE.read_text())
+    properties = yaml.safe_load(compose["x-flink"]["environment"]["FLINK_PROPERTIES"])
+    assert {key: properties[key] for key in FAST_RESTART} == FAST_RESTART
+    assert properties["taskmanager.numberOfTaskSlots"] == SLOTS_PER_TASKMANAGER
 
 
 def test_stop_terms_every_daemon_of_its_pid_files_kills_the_stubborn_and_forgets_them(

@@ -1,19 +1,22 @@
-"""A job from Kafka to Kafka on the local mini-cluster, stopped with a savepoint and resumed.
+"""A job from Kafka to Kafka on the local mini-cluster: killed, run again, stopped with a
+savepoint and resumed.
 
 A real broker (session fixture) holds a 3-partition input topic. A producer writes inputs
-keyed by customer (some with an inline PNG, some malformed: not JSON, or without the
-key; among them a 2 MB line that is not JSON and a 20 MB line that is not UTF-8).
-`streamagents run` reads them with the default starting offsets (the new consumer group's
-committed offsets, of which it has none: so from the earliest), answers through the demo
-model (the loopback stub's scripted Gemini double) and writes outputs, dead letters and the
-event log (Avro single-object messages, `verbose`) to topics exactly once. When every
-answer of the first batch is committed, the job is stopped with a savepoint; a second batch
-is written, ending with an input whose answer is 1.3 MB, and the job resumes from the
+keyed by customer (some with an inline PNG, some malformed: not JSON, or without the key;
+among them a 2 MB line that is not JSON and a 20 MB line that is not UTF-8). `streamagents
+run` reads them with the default starting offsets (the new consumer group's committed
+offsets, of which it has none: so from the earliest), answers through the demo model (the
+loopback stub's scripted Gemini double, each reply after a short pause) and writes outputs,
+dead letters and the event log (Avro single-object messages, `verbose`) to topics exactly
+once. When a fifth of the first batch is answered, the `run` process is killed (`kill -9`);
+the same command run again continues from the dead run's latest checkpoint and says so. When
+every answer of the first batch is committed, the job is stopped with a savepoint; a second
+batch is written, ending with an input whose answer is 1.3 MB, and the job resumes from the
 savepoint. A `read_committed` consumer then finds exactly one output per input id, one dead
-letter per malformed record, no record over the sinks' 1,000,000-byte limit (the large
-dead letters, the long answer and its events keep prefixes and media-store refs that read
-back the exact bytes), each key's outputs in input order in one partition, the source's
-consumer group with no lag, and each run's events once, readable under every schema version.
+letter per malformed record, no record over the sinks' 1,000,000-byte limit (the large dead
+letters, the long answer and its events keep prefixes and media-store refs that read back
+the exact bytes), each key's outputs in input order in one partition, the source's consumer
+group with no lag, and each run's events once, readable under every schema version.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from kafka_tools import (
     read_topic_bytes,
 )
 from long_answer_responder import LONG_ANSWER_MARKER, long_answer
+from rerun_jobs import kill_run
 
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.record_offload import DEFAULT_MAX_RECORD_BYTES, PREFIX_CHARS
@@ -89,8 +93,9 @@ def batch(start: int, count: int) -> tuple[list[tuple[str | None, str]], set[str
 
 
 def write_spec(directory: Path, broker: KafkaBroker, topics: dict[str, str]) -> Path:
-    """The job spec: Kafka in (default starting offsets), demo model, Kafka out (exactly
-    once, default record limits), 1 s checkpoints."""
+    """The job spec: Kafka in (default starting offsets), demo model (2 calls in flight per
+    subtask, each reply after a pause), Kafka out (exactly once, default record limits), 1 s
+    checkpoints kept in the job's folder."""
     servers = broker.bootstrap_servers
     source = kafka_source(servers, topics["inputs"], "kafka-e2e")
     del source["kafka"]["starting_offsets"]
@@ -105,7 +110,7 @@ def write_spec(directory: Path, broker: KafkaBroker, topics: dict[str, str]) -> 
                 "responder": "long_answer_responder:respond",
             },
             "system_prompt": "Answer the customer's question.",
-            "max_in_flight": 16,
+            "max_in_flight": 2,
         },
         "media_store": "media",
         "event_log": {
@@ -114,7 +119,7 @@ def write_spec(directory: Path, broker: KafkaBroker, topics: dict[str, str]) -> 
         },
         "sinks": kafka_sinks(servers, topics["outputs"], topics["dead"]),
         "parallelism": 2,
-        "checkpointing": {"interval_s": 1, "dir": "checkpoints"},
+        "checkpointing": {"interval_s": 1},
     }
     path = directory / "kafka-job.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -129,7 +134,8 @@ def committed_ids(records: list[TopicRecord]) -> Counter[str]:
 def kafka_run(
     kafka_broker: KafkaBroker, kafka_connector_jar: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
-    """Run the job over two batches with a savepoint between; returns what the topics hold."""
+    """Run the job over two batches: the first run killed a fifth of the way into the first
+    batch and run again, then a savepoint between the batches; returns what the topics hold."""
     workdir = tmp_path_factory.mktemp("kafka-job")
     topics = {
         "inputs": "e2e-inputs",
@@ -148,8 +154,16 @@ def kafka_run(
     def answered(count: int) -> bool:
         return len(committed_ids(read_topic(servers, topics["outputs"]))) >= count
 
+    process, killed_job, _ = start_run(spec, workdir / "killed.log")
+    try:
+        wait_for(lambda: answered(FIRST // 5), 240)
+    finally:
+        kill_run(process)
+    answered_when_killed = len(committed_ids(read_topic(servers, topics["outputs"])))
+
     process, job_id, address = start_run(spec, workdir / "first.log")
     try:
+        continued = (workdir / "first.log").read_text()
         wait_for(lambda: answered(FIRST), 240)
         location = savepoint(job_id, address, workdir / "savepoints")
         assert process.wait(timeout=120) == 0, (workdir / "first.log").read_text()[-3000:]
@@ -175,6 +189,9 @@ def kafka_run(
         "events": read_topic_bytes(servers, topics["events"]),
         "store": MediaStore(str(workdir / "media")),
         "after_first": after_first,
+        "answered_when_killed": answered_when_killed,
+        "killed_job": killed_job,
+        "continued": continued,
         "malformed": malformed | more_malformed | {"bad-2mb", "bad-20mb"},
         "lag": committed_lag(servers, "kafka-e2e", topics["inputs"]),
         "inputs": len(first) + len(second),
@@ -189,6 +206,16 @@ def test_every_input_is_answered_exactly_once_across_the_savepoint(
     assert set(ids.values()) == {1}, [i for i, c in ids.items() if c > 1]
     assert sorted(kafka_run["after_first"]) == [f"in-{n:04d}" for n in range(FIRST)]
     assert all(r.json()["status"] == "ok" for r in kafka_run["outputs"])
+
+
+def test_a_killed_run_continues_from_its_checkpoint_when_run_again(
+    kafka_run: dict[str, Any],
+) -> None:
+    """Rerun to continue on Kafka: the killed run had answered part of the first batch; the
+    same command continued its job (offsets, keyed state, the sinks' transactions) and said
+    so, and every input is answered once (the test above), none twice."""
+    assert 0 < kafka_run["answered_when_killed"] < FIRST
+    assert f"of the previous run (job {kafka_run['killed_job']};" in kafka_run["continued"]
 
 
 def test_inline_images_reach_the_model(kafka_run: dict[str, Any]) -> None:

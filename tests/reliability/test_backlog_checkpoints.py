@@ -1,15 +1,16 @@
 """A job started on a backlog: checkpoints keep their interval, and a TaskManager loss redoes
 about one interval of calls, not everything since the start.
 
-A standalone cluster (2 TaskManagers) runs, at parallelism 2, a job whose file source
-holds the whole backlog (3,000 inputs over 300 keys) with a 200 ms test-double model and
-`max_in_flight` 8 per subtask, checkpointing every 2 s (unaligned, the default). When
-about 40% of the inputs are committed, a TaskManager (each runs one agent subtask) is
-killed with SIGKILL, a spare having joined before. The job must finish with exactly one
-committed output per input, the JobManager must notice the loss within 2 checkpoint
-intervals, checkpoints must go on while the restored backlog is worked off, and the
-figures (checkpoint durations, commit lag, calls made again, how long commits stopped)
-go to a JSON file.
+A standalone cluster (2 TaskManagers, 2 slots each) runs, at parallelism 2, a job whose
+file source holds the whole backlog (2,000 inputs over 300 keys) with a 200 ms test-double
+model and `max_in_flight` 8 per subtask, checkpointing every 2 s (unaligned, the default).
+When about 40% of the inputs are committed, a TaskManager (each runs one agent subtask) is
+killed with SIGKILL. The job must finish with exactly one committed output per input, the
+JobManager must notice the loss within 2 checkpoint intervals and commits resume within
+3 intervals of the kill (the restart lands on the other TaskManager's free slot),
+checkpoints must go on while the restored backlog is worked off, and the figures
+(checkpoint durations, commit lag, calls made again, how long commits stopped) go to a
+JSON file.
 """
 
 from __future__ import annotations
@@ -30,18 +31,35 @@ from backlog_scenario import (
     submit_and_follow,
     write_backlog_spec,
 )
-from clusters import kill_taskmanager, seconds_until_forgotten, start_spare
+from clusters import kill_taskmanager, seconds_until_forgotten
 
 from streamagents.connectors.files import read_jsonl
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.jobs.cluster import StandaloneCluster
 
-INPUTS = 3_000
+INPUTS = 2_000
 KEYS = 300
 MAX_IN_FLIGHT = 8
 LATENCY_S = 0.2
 INTERVAL_S = 2.0
 KILL_AT = 0.4
+RESUMED_WITHIN_S = 5 * INTERVAL_S
+"""The bound on the first commit after the kill: the goal is 3 intervals, with the restart on
+a warm slot; 2 more are a margin for a machine loaded by other work (8.5 s at a load average
+of 30, against 42 s before, when the restart waited for a new Python; 12.4 s in a run at
+about 24 whose checkpoints took up to 5.8 s and failed this test's other bounds too)."""
+
+
+def first_commit_after_kill_s(watch: BacklogWatch, killed_at_epoch: float) -> float | None:
+    """Seconds from the kill to the completion of the first checkpoint triggered after it: the
+    moment the sink commits again (a commit seen in the output folder a little after the kill
+    can be a checkpoint from before it, committed late)."""
+    after = [
+        c for c in watch.completed_checkpoints() if c["trigger_timestamp"] / 1000 > killed_at_epoch
+    ]
+    if not after:
+        return None
+    return round(after[0]["latest_ack_timestamp"] / 1000 - killed_at_epoch, 1)
 
 
 def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
@@ -61,7 +79,6 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
         watch = BacklogWatch(
             cluster.rest_address, submit(spec, cluster.rest_address), job / "out" / "answers", model
         )
-        start_spare(cluster)
         watch.wait_until(lambda s: s.committed >= KILL_AT * INPUTS, timeout_s=300)
         before_kill = list(watch.samples)
         checkpoints_before_kill = watch.completed_checkpoints()
@@ -102,7 +119,8 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
         "commit_lag_before_kill_s": commit_lag_s(committing),
         "killed_at_s": killed_at,
         "loss_noticed_after_s": noticed_s,
-        "commits_resumed_after_kill_s": round(resumed.at_s - at_kill.at_s, 1),
+        "commits_resumed_after_kill_s": first_commit_after_kill_s(watch, killed_at_epoch),
+        "commits_seen_again_after_kill_s": round(resumed.at_s - at_kill.at_s, 1),
         "no_commit_from_last_before_kill_to_first_after_s": round(resumed.at_s - last_commit, 1),
         "calls_at_kill": calls_at_kill,
         "calls_per_s_before_kill": round(calls_per_s, 1),
@@ -130,8 +148,12 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
     assert all(d <= 2 * INTERVAL_S for d in later), f"checkpoints slower than 2 intervals: {later}"
     assert figures["commit_lag_before_kill_s"] <= 3 * INTERVAL_S, figures
     # The loss is noticed in seconds (jobs/cluster.py FAILURE_DETECTION; Flink's defaults
-    # take about 20 s), and the restart finds a spare's slot ready.
+    # take about 20 s), and the job restarts at once on the free slot of the TaskManager left,
+    # whose Python has the job's modules loaded (FAST_RESTART): commits resume within 3
+    # intervals of the kill (before: 24-26 s, on a spare TaskManager's new interpreter).
     assert noticed_s <= 2 * INTERVAL_S, figures
+    resumed_s = figures["commits_resumed_after_kill_s"]
+    assert resumed_s is not None and resumed_s <= RESUMED_WITHIN_S, figures
     # Calls done since the last checkpoint, plus those in flight at it, are made again: about
     # one interval's worth (the checkpoint's own duration and the failure's detection add a
     # little). Before unaligned checkpoints, this was every call since the job started.
@@ -145,8 +167,7 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
     assert len(restored) >= 3, "checkpoints resume while the restored backlog is worked off"
 
 
-# Long enough a tail that the kill still lands in it when the spare is slow to register.
-TAIL_INPUTS = 960
+TAIL_INPUTS = 480
 TAIL_KEYS = 8
 
 
@@ -174,7 +195,6 @@ def test_the_end_of_a_bounded_input_stays_protected(
         follower, job_id = submit_and_follow(spec, cluster.rest_address, log)
         try:
             watch = BacklogWatch(cluster.rest_address, job_id, job / "out" / "answers", model)
-            start_spare(cluster)
             watch.wait_until(lambda s: source_finished(cluster.rest_address, job_id), 300)
             finished_epoch, finished_at = time.time(), watch.samples[-1].at_s
             answered_at_finish = model.answered

@@ -1,6 +1,6 @@
-"""A standalone Flink cluster that restarts failed jobs, killing one of its TaskManagers with
-a spare ready, and the REST figures of a restart, for the tests that kill TaskManagers;
-what makes such a cluster ready for the next test."""
+"""A standalone Flink cluster that restarts failed jobs, killing one of its TaskManagers, and
+the REST figures of a restart, for the tests that kill TaskManagers; what makes such a
+cluster ready for the next test (a killed TaskManager replaced and forgotten)."""
 
 from __future__ import annotations
 
@@ -22,61 +22,63 @@ __all__ = [
     "checkpoint_counts",
     "checkpoint_failures",
     "kill_taskmanager",
+    "replace_lost_taskmanagers",
     "restarting_cluster",
     "restarts",
     "seconds_until_forgotten",
-    "start_spare",
     "wait_until_idle",
 ]
 
 
+_replacements: dict[int, list[subprocess.Popen[bytes]]] = {}
+"""The TaskManager scripts `replace_lost_taskmanagers` started, per cluster (by `id`)."""
+
+
 @contextlib.contextmanager
 def restarting_cluster(workdir: Path, taskmanagers: int = 2) -> Iterator[StandaloneCluster]:
-    """JobManager + TaskManagers that restart a failed job (fixed delay, 20 attempts) and
-    notice a killed TaskManager as every cluster `StandaloneCluster` writes does (within
-    seconds); always stopped, and checked gone, at exit."""
+    """JobManager + TaskManagers that notice a killed TaskManager and restart the job as every
+    cluster `StandaloneCluster` writes does (within seconds, on the free slot each TaskManager
+    keeps), giving up after 20 failures in a row; always stopped, and checked gone, at exit."""
     conf = {
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": 20,
-        "restart-strategy.fixed-delay.delay": "1 s",
+        "restart-strategy.exponential-delay.attempts-before-reset-backoff": 20,
         # Fresh REST metrics: `submit --wait` sees a held bounded input answered sooner.
         "metrics.fetcher.update-interval": 1000,
     }
     handle = StandaloneCluster(workdir, taskmanagers=taskmanagers, conf=conf)
     try:
-        yield handle.start(timeout_s=180)
+        yield handle.start(timeout_s=300)
     finally:
+        for script in _replacements.pop(id(handle), []):
+            # A replacement whose script has not written its pid yet would outlive stop().
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                script.wait(timeout=180)
         handle.stop()
     assert handle.pids() == [], "cluster processes outlived the test"
 
 
-def start_spare(cluster: StandaloneCluster) -> None:
-    """Start one more TaskManager without waiting for Flink's script (on a loaded machine
-    it can take a minute; the TaskManager registers on its own later): started once a
-    job's tasks are placed, it is the free slot a restart after a kill lands on."""
-    subprocess.Popen(
-        ["bash", str(flink_home() / "bin" / "taskmanager.sh"), "start"],
-        env=cluster.environment(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def kill_taskmanager(cluster: StandaloneCluster, timeout_s: float = 300) -> int:
-    """`kill -9` the cluster's oldest TaskManager (one that runs a subtask of the job) once
-    the spare `start_spare` started has registered, so the restart does not wait for a
-    TaskManager to start; returns how many TaskManagers were registered at the kill."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with contextlib.suppress(urllib.error.URLError, OSError, ValueError, KeyError):
-            overview = rest_call(cluster.rest_address, "/overview", timeout_s=10)
-            if overview["taskmanagers"] > cluster.taskmanagers and overview["slots-available"]:
-                break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no spare TaskManager registered in {timeout_s:.0f} s")
-        time.sleep(0.2)
+def kill_taskmanager(cluster: StandaloneCluster) -> int:
+    """`kill -9` the cluster's oldest TaskManager once each TaskManager runs one slot of the
+    job (the cluster spreads a job's slots, so the one killed runs a subtask and the others
+    keep a free slot for the restart). Returns how many TaskManagers were registered."""
+    managers = rest_call(cluster.rest_address, "/taskmanagers", timeout_s=10)["taskmanagers"]
+    used = [manager["slotsNumber"] - manager["freeSlots"] for manager in managers]
+    assert used == [1] * cluster.taskmanagers, f"slots in use per TaskManager: {used}"
     os.kill(cluster.taskmanager_pids()[0], signal.SIGKILL)
-    return int(overview["taskmanagers"])
+    return len(managers)
+
+
+def replace_lost_taskmanagers(cluster: StandaloneCluster) -> None:
+    """Start a TaskManager for each one of the cluster's that is gone, without waiting for
+    Flink's script (on a loaded machine it can take a minute; it registers on its own; the
+    cluster's `restarting_cluster` waits for the script before it stops the cluster)."""
+    for _ in range(cluster.taskmanagers - len(cluster.taskmanager_pids())):
+        script = subprocess.Popen(
+            ["bash", str(flink_home() / "bin" / "taskmanager.sh"), "start"],
+            env=cluster.environment(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _replacements.setdefault(id(cluster), []).append(script)
 
 
 def seconds_until_forgotten(cluster: StandaloneCluster, registered: int) -> float:
