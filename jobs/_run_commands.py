@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import re
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from urllib.parse import urlsplit
 
 from streamagents.connectors.eventlog import finalize_in_progress
 from streamagents.jobs._job_stop import StopError, finish_when_answered, stop_with_savepoint
+from streamagents.jobs._local_jvm import start_in_background
 from streamagents.jobs._model_choice import demo_banner, demo_server, model_spec
 from streamagents.jobs._progress import (
     TERMINAL_STATES,
@@ -43,7 +43,6 @@ from streamagents.jobs._resume import Attempt, Ending, JobFolder, Start, plan_st
 from streamagents.jobs.cluster import (
     flink_home,
     free_port,
-    interpreter_first,
     script_environment,
 )
 from streamagents.jobs.graph import bounded_input
@@ -227,10 +226,10 @@ def _run(args: argparse.Namespace) -> int:
     loaded = _load(args.spec)
     if loaded is None:
         return 2
-    # The local mini-cluster's JVM, started below, inherits this process's environment,
-    # and its thread-mode workers run the `python` on PATH: make it this interpreter's,
-    # so `<venv>/bin/streamagents run` works without activating the venv.
-    os.environ["PATH"] = interpreter_first(os.environ.get("PATH"))
+    # The local mini-cluster's JVM inherits this process's environment (this interpreter
+    # first on PATH, for its thread-mode workers): `main` started launching it with that
+    # environment already, unless `_run` was called some other way.
+    start_in_background()
     # Imported here: validate and submit need no Flink gateway in this process.
     from pyflink.datastream import StreamExecutionEnvironment
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from collections.abc import Sequence
+
+from streamagents.jobs._local_jvm import start_in_background
 
 __all__ = ["build_parser", "main"]
 
@@ -29,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the process exit code."""
+    """Run the command line; returns the process exit code. A `run` starts launching its
+    local JVM first, so that the launch overlaps the imports below (`jobs._local_jvm`)."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["run"]:
+        start_in_background()
     args = build_parser().parse_args(argv)
     return int(args.handler(args) or 0)
