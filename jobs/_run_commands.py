@@ -52,6 +52,10 @@ from streamagents.operators.agent.config import TelemetryConfig
 __all__ = ["register"]
 
 _JOB_ID = re.compile(r"JobID ([0-9a-f]{32})")
+# How fresh the local mini-cluster's REST metrics are, and how often `run` looks whether a
+# held input is answered: the end is confirmed after 0.2 + 2 x 0.1 s of idle metrics.
+_LOCAL_FETCH_INTERVAL_MS = "200"
+_LOCAL_POLL_S = 0.1
 
 
 def register(subparsers: Any) -> None:
@@ -197,9 +201,10 @@ def _end_when_answered(
     target: str,
     done: threading.Event,
     answered: threading.Event | None = None,
+    poll_s: float = 0.25,
 ) -> None:
     """Start the thread that ends a job with a held bounded input once it is answered
-    (setting `answered` as it does)."""
+    (setting `answered` as it does), looking every `poll_s` seconds."""
 
     def announce() -> None:
         if answered is not None:
@@ -209,7 +214,7 @@ def _end_when_answered(
     threading.Thread(
         target=finish_when_answered,
         args=(rest_address, job_id, target, done),
-        kwargs={"announce": announce},
+        kwargs={"announce": announce, "poll_s": poll_s},
         name="input-end",
         daemon=True,
     ).start()
@@ -264,9 +269,9 @@ def _run(args: argparse.Namespace) -> int:
         config.set_string("restart-strategy.type", "fixed-delay")
         config.set_string("restart-strategy.fixed-delay.attempts", "3")
         config.set_string("restart-strategy.fixed-delay.delay", "2 s")
-        # Fresh metrics: progress lines, and the end of a held input confirmed within a
-        # second (idle for a fetch interval plus two polls of `finish_when_answered`).
-        config.set_string("metrics.fetcher.update-interval", "500")
+        # Fresh metrics: progress lines, and the end of a held input confirmed within half
+        # a second (idle for a fetch interval plus two polls of `finish_when_answered`).
+        config.set_string("metrics.fetcher.update-interval", _LOCAL_FETCH_INTERVAL_MS)
         env = StreamExecutionEnvironment.get_execution_environment(config)
         build_job(env, loaded, model_spec(loaded.model, demo_url), hold_input_end=hold)
         client = env.execute_async(spec.name)
@@ -301,7 +306,9 @@ def _run(args: argparse.Namespace) -> int:
         savepoints: list[str] = []
         _note_savepoints(f"localhost:{port}", job_id, done, savepoints)
         if hold:
-            _end_when_answered(f"localhost:{port}", job_id, scratch, done, answered)
+            _end_when_answered(
+                f"localhost:{port}", job_id, scratch, done, answered, poll_s=_LOCAL_POLL_S
+            )
         try:
             last = _watch(f"localhost:{port}", job_id, args.progress_interval, done, loaded)
             state = "FAILED" if failure else "FINISHED"

@@ -31,6 +31,7 @@ class FakeFlink:
         default_factory=lambda: {"in_flight": 0, "busy_keys": 0, "waiting_inputs": 0}
     )
     fetch_interval: str = "1000"
+    reporting: tuple[int, ...] = (0, 1)  # the agent subtasks whose gauges are registered
     savepoint: dict[str, Any] = field(default_factory=lambda: {"location": "file:/sp/1"})
     stops: list[Any] = field(default_factory=list)
 
@@ -42,7 +43,7 @@ class FakeFlink:
             vertices = [
                 {"id": "src", "name": "Source: source -> job-parse", "status": self.source},
                 {"id": "hold", "name": "Source: input-end-hold -> x", "status": "RUNNING"},
-                {"id": "agent", "name": "job-agent", "status": "RUNNING"},
+                {"id": "agent", "name": "job-agent", "status": "RUNNING", "parallelism": 2},
             ]
             return {"state": self.state, "vertices": vertices}
         if path == f"/jobs/{JOB}/stop":
@@ -52,7 +53,11 @@ class FakeFlink:
             self.state = "FINISHED"
             return {"status": {"id": "COMPLETED"}, "operation": self.savepoint}
         if path == f"/jobs/{JOB}/vertices/agent/metrics":
-            names = [f"{n}.job-agent.streamagents.{level}" for n in (0, 1) for level in self.levels]
+            names = [
+                f"{n}.job-agent.streamagents.{level}"
+                for n in self.reporting
+                for level in self.levels
+            ]
             if not query:
                 return StubReply([{"id": name} for name in names])
             return StubReply(
@@ -73,6 +78,15 @@ def test_answered_only_when_the_source_finished_and_the_agent_is_idle() -> None:
         assert input_answered(address, JOB)
         flink.state = "RESTARTING"
         assert not input_answered(address, JOB)
+
+
+def test_not_answered_while_a_subtask_of_the_agent_reports_no_gauges_yet() -> None:
+    flink = FakeFlink(source="FINISHED", reporting=(0,))
+    with LoopbackStubServer(flink) as stub:
+        address = f"127.0.0.1:{stub.port}"
+        assert not input_answered(address, JOB)  # subtask 1 may still hold work
+        flink.reporting = (0, 1)
+        assert input_answered(address, JOB)
 
 
 def test_an_answered_job_is_stopped_with_a_draining_savepoint_after_a_quiet_period() -> None:
