@@ -165,14 +165,19 @@ def finish_when_answered(
     done: threading.Event,
     *,
     poll_s: float = 0.25,
+    fetch_interval_s: float | None = None,
     timeout_s: float = 300.0,
     announce: Callable[[], None] = lambda: None,
 ) -> str | None:
     """Stop the held job with a draining savepoint in `target` once its input is answered
     (and stays so for a metrics fetch interval plus two polls), calling `announce` first;
-    the savepoint's location, or None when `done` was set first. A failed stop is tried
+    the savepoint's location, or None when `done` was set first. The fetch interval is
+    `fetch_interval_s` when the caller configured the cluster, else read from the
+    JobManager (10 s when it does not answer in time). A failed stop is tried
     again while the job runs."""
-    quiet_s = _fetch_interval_s(rest_address) + 2 * poll_s
+    if fetch_interval_s is None:
+        fetch_interval_s = _fetch_interval_s(rest_address)
+    quiet_s = fetch_interval_s + 2 * poll_s
     levels = _AgentLevels(rest_address, job_id)
     idle_since: float | None = None
     while not done.wait(poll_s):

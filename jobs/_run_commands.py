@@ -54,7 +54,7 @@ __all__ = ["register"]
 _JOB_ID = re.compile(r"JobID ([0-9a-f]{32})")
 # How fresh the local mini-cluster's REST metrics are, and how often `run` looks whether a
 # held input is answered: the end is confirmed after 0.2 + 2 x 0.1 s of idle metrics.
-_LOCAL_FETCH_INTERVAL_MS = "200"
+_LOCAL_FETCH_INTERVAL_S = 0.2
 _LOCAL_POLL_S = 0.1
 
 
@@ -202,9 +202,12 @@ def _end_when_answered(
     done: threading.Event,
     answered: threading.Event | None = None,
     poll_s: float = 0.25,
+    fetch_interval_s: float | None = None,
 ) -> None:
     """Start the thread that ends a job with a held bounded input once it is answered
-    (setting `answered` as it does), looking every `poll_s` seconds."""
+    (setting `answered` as it does), looking every `poll_s` seconds; `fetch_interval_s` is
+    the cluster's metrics fetch interval when the caller set it (see
+    `finish_when_answered`)."""
 
     def announce() -> None:
         if answered is not None:
@@ -214,7 +217,7 @@ def _end_when_answered(
     threading.Thread(
         target=finish_when_answered,
         args=(rest_address, job_id, target, done),
-        kwargs={"announce": announce, "poll_s": poll_s},
+        kwargs={"announce": announce, "poll_s": poll_s, "fetch_interval_s": fetch_interval_s},
         name="input-end",
         daemon=True,
     ).start()
@@ -271,7 +274,9 @@ def _run(args: argparse.Namespace) -> int:
         config.set_string("restart-strategy.fixed-delay.delay", "2 s")
         # Fresh metrics: progress lines, and the end of a held input confirmed within half
         # a second (idle for a fetch interval plus two polls of `finish_when_answered`).
-        config.set_string("metrics.fetcher.update-interval", _LOCAL_FETCH_INTERVAL_MS)
+        config.set_string(  # milliseconds, as Flink reads a bare number here
+            "metrics.fetcher.update-interval", str(int(_LOCAL_FETCH_INTERVAL_S * 1000))
+        )
         env = StreamExecutionEnvironment.get_execution_environment(config)
         build_job(env, loaded, model_spec(loaded.model, demo_url), hold_input_end=hold)
         client = env.execute_async(spec.name)
@@ -307,7 +312,13 @@ def _run(args: argparse.Namespace) -> int:
         _note_savepoints(f"localhost:{port}", job_id, done, savepoints)
         if hold:
             _end_when_answered(
-                f"localhost:{port}", job_id, scratch, done, answered, poll_s=_LOCAL_POLL_S
+                f"localhost:{port}",
+                job_id,
+                scratch,
+                done,
+                answered,
+                poll_s=_LOCAL_POLL_S,
+                fetch_interval_s=_LOCAL_FETCH_INTERVAL_S,
             )
         try:
             last = _watch(f"localhost:{port}", job_id, args.progress_interval, done, loaded)

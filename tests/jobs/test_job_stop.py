@@ -32,12 +32,14 @@ class FakeFlink:
     )
     fetch_interval: str = "1000"
     reporting: tuple[int, ...] = (0, 1)  # the agent subtasks whose gauges are registered
+    config_reads: int = 0
     savepoint: dict[str, Any] = field(default_factory=lambda: {"location": "file:/sp/1"})
     stops: list[Any] = field(default_factory=list)
 
     def __call__(self, request: RecordedRequest) -> StubReply | dict | list:
         path, _, query = request.path.partition("?")
         if path == "/jobmanager/config":
+            self.config_reads += 1
             return [{"key": "metrics.fetcher.update-interval", "value": self.fetch_interval}]
         if path == f"/jobs/{JOB}":
             vertices = [
@@ -112,6 +114,22 @@ def test_an_answered_job_is_stopped_with_a_draining_savepoint_after_a_quiet_peri
     assert flink.stops == [
         {"targetDirectory": "file:///tmp/sp", "drain": True, "formatType": "CANONICAL"}
     ]
+
+
+def test_a_run_that_set_the_fetch_interval_does_not_wait_on_the_jobmanager_for_it() -> None:
+    # On a busy machine the JobManager's config may not answer in time, and the fallback
+    # (10 s) then delayed every local run's end: run passes the interval it configured.
+    flink = FakeFlink(source="FINISHED", fetch_interval="10000")
+    with LoopbackStubServer(flink) as stub:
+        location = finish_when_answered(
+            f"127.0.0.1:{stub.port}",
+            JOB,
+            "/tmp/sp",
+            threading.Event(),
+            poll_s=0.05,
+            fetch_interval_s=0.2,
+        )
+    assert location == "file:/sp/1" and flink.config_reads == 0
 
 
 def test_finishing_gives_up_when_the_job_ends_first() -> None:
