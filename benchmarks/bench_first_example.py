@@ -5,8 +5,10 @@ Each round runs, one after the other, `streamagents run jobs/examples/support_ti
 environment; its 7 tickets give 5 answers and 2 dead letters) and
 `benchmarks/bare_keyed_job.py` (one keyed record through a keyed process function to a
 file, on the same local mini-cluster in thread mode), each as a new process, timed from
-its start to its exit. It prints every run, the medians and their ratio, and the `run`
-command's own timeline (seconds since its start at which each line appeared).
+its start to its exit (the prompt's return; the JVM it started may still be writing its
+last log lines, and holds the output open until it is gone: that time is printed too). It
+prints every run, the medians and their ratio, the load average before and after, and
+the `run` command's own timeline (seconds since its start at which each line appeared).
 
 Run: `python benchmarks/bench_first_example.py [--rounds N]`.
 """
@@ -20,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,8 +41,9 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def _timed(command: list[str], cwd: Path) -> tuple[float, list[tuple[float, str]]]:
-    """Run `command` to its end; seconds it took and each output line with its time."""
+def _timed(command: list[str], cwd: Path) -> tuple[float, float, list[tuple[float, str]]]:
+    """Run `command` to its end: seconds until it exited, seconds until its output closed,
+    and each output line with the second it appeared."""
     started = time.monotonic()
     process = subprocess.Popen(
         command,
@@ -49,29 +53,39 @@ def _timed(command: list[str], cwd: Path) -> tuple[float, list[tuple[float, str]
         stderr=subprocess.STDOUT,
         text=True,
     )
+    exited: list[float] = []
+    waiter = threading.Thread(target=lambda: (process.wait(), exited.append(time.monotonic())))
+    waiter.start()
     assert process.stdout is not None
     lines = [(time.monotonic() - started, line.rstrip()) for line in process.stdout]
-    if process.wait() != 0:
+    closed = time.monotonic() - started
+    waiter.join()
+    if process.returncode != 0:
         raise RuntimeError(f"{command} failed:\n" + "\n".join(line for _, line in lines[-30:]))
-    return time.monotonic() - started, lines
+    return exited[0] - started, closed, lines
 
 
-def example_run(scratch: Path) -> tuple[float, list[tuple[float, str]]]:
+def example_run(scratch: Path) -> tuple[float, float, list[tuple[float, str]]]:
     """`streamagents run` on a fresh copy of the support-tickets example."""
     folder = scratch / "example"
     shutil.copytree(EXAMPLES, folder, ignore=shutil.ignore_patterns("out", "__pycache__"))
-    elapsed, lines = _timed([CLI, "run", str(folder / "support_tickets.yaml")], scratch)
+    elapsed, closed, lines = _timed([CLI, "run", str(folder / "support_tickets.yaml")], scratch)
     out = folder / "out" / "support_tickets"
     committed = [len(read_jsonl(out / sink)) for sink in ("answers", "dead_letters")]
     if committed != [5, 2]:
         raise RuntimeError(f"the example committed {committed} answers and dead letters")
-    return elapsed, lines
+    return elapsed, closed, lines
 
 
-def bare_run(scratch: Path) -> float:
-    """The bare keyed PyFlink job."""
-    elapsed, _ = _timed([sys.executable, str(BARE_JOB), str(scratch / "bare-out")], scratch)
-    return elapsed
+def bare_run(scratch: Path) -> tuple[float, float]:
+    """The bare keyed PyFlink job: seconds until it exited and until its output closed."""
+    elapsed, closed, _ = _timed([sys.executable, str(BARE_JOB), str(scratch / "bare-out")], scratch)
+    return elapsed, closed
+
+
+def _load() -> str:
+    """The load averages over 1, 5 and 15 minutes."""
+    return "/".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 def main() -> None:
@@ -81,15 +95,18 @@ def main() -> None:
     examples: list[float] = []
     bares: list[float] = []
     timeline: list[tuple[float, str]] = []
+    print(f"load average before: {_load()}", flush=True)
     for round_number in range(args.rounds):
         with tempfile.TemporaryDirectory() as scratch:
-            elapsed, timeline = example_run(Path(scratch))
+            elapsed, closed, timeline = example_run(Path(scratch))
             examples.append(elapsed)
         with tempfile.TemporaryDirectory() as scratch:
-            bares.append(bare_run(Path(scratch)))
+            bare, bare_closed = bare_run(Path(scratch))
+            bares.append(bare)
         print(
-            f"round {round_number + 1}: example {examples[-1]:.1f} s, bare job {bares[-1]:.1f} s "
-            f"({examples[-1] / bares[-1]:.2f}x)",
+            f"round {round_number + 1}: example {elapsed:.1f} s (output closed {closed:.1f}), "
+            f"bare job {bare:.1f} s (output closed {bare_closed:.1f}): "
+            f"{elapsed / bare:.2f}x; load {_load()}",
             flush=True,
         )
     example, bare = statistics.median(examples), statistics.median(bares)

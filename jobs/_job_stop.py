@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from streamagents.jobs._progress import job_state, read_progress
 from streamagents.jobs.cluster import rest_call
 from streamagents.jobs.graph import SOURCE_NAME
 
@@ -69,27 +68,69 @@ def stop_with_savepoint(
     raise StopError(f"savepoint not finished after {timeout_s:.0f} s")
 
 
-def _source_finished(rest_address: str, job_id: str) -> bool:
-    vertices = rest_call(rest_address, f"/jobs/{job_id}")["vertices"]
-    sources = [v for v in vertices if _SOURCE_VERTEX.match(str(v.get("name", "")))]
+def _source_finished(job: dict[str, Any]) -> bool:
+    """Whether every task of the file source in `job` (the REST API's job details) finished."""
+    sources = [v for v in job["vertices"] if _SOURCE_VERTEX.match(str(v.get("name", "")))]
     return bool(sources) and all(v.get("status") == "FINISHED" for v in sources)
 
 
-def input_answered(rest_address: str, job_id: str) -> bool:
+_LEVELS = (".in_flight", ".busy_keys", ".waiting_inputs")
+
+
+class _AgentLevels:
+    """Reads the agent's `in_flight`, `busy_keys` and `waiting_inputs` gauges of every
+    subtask from the REST API, remembering where they are: once a vertex lists all of them
+    (three per subtask), later reads fetch just their values, one call per poll."""
+
+    def __init__(self, rest_address: str, job_id: str) -> None:
+        self._rest_address = rest_address
+        self._job_id = job_id
+        self._ids: dict[str, list[str]] = {}
+
+    def _level_ids(self, vertex: dict[str, Any]) -> list[str]:
+        """The vertex's level gauges, all of them or none (some subtask not reporting yet)."""
+        vertex_id = str(vertex["id"])
+        if vertex_id not in self._ids:
+            listed = rest_call(self._rest_address, self._base(vertex_id))
+            ids = [m["id"] for m in listed if str(m["id"]).endswith(_LEVELS)]
+            if not ids or len(ids) < len(_LEVELS) * int(vertex.get("parallelism", 1)):
+                return []
+            self._ids[vertex_id] = ids
+        return self._ids[vertex_id]
+
+    def _base(self, vertex_id: str) -> str:
+        return f"/jobs/{self._job_id}/vertices/{vertex_id}/metrics"
+
+    def idle(self, job: dict[str, Any]) -> bool:
+        """Whether the job details `job` show an agent with every level gauge reported and
+        at 0 in every subtask (the sources carry none and are not asked)."""
+        reported = 0
+        for vertex in job["vertices"]:
+            if str(vertex.get("name", "")).startswith("Source: "):
+                continue
+            ids = self._level_ids(vertex)
+            if not ids:
+                continue
+            query = f"{self._base(str(vertex['id']))}?get={','.join(ids)}"
+            values = {m["id"]: int(float(m["value"])) for m in rest_call(self._rest_address, query)}
+            if any(values.get(i) != 0 for i in ids):
+                return False
+            reported += 1
+        return reported > 0
+
+
+def input_answered(rest_address: str, job_id: str, levels: _AgentLevels | None = None) -> bool:
     """Whether the job runs, its file source has finished and the agent is idle (as the
-    REST API's metrics show it, see the module docstring)."""
+    REST API's metrics show it, see the module docstring); `levels` may remember where the
+    agent's gauges are between calls."""
+    levels = levels or _AgentLevels(rest_address, job_id)
     try:
-        if job_state(rest_address, job_id) != "RUNNING":
+        job = rest_call(rest_address, f"/jobs/{job_id}")
+        if job["state"] != "RUNNING" or not _source_finished(job):
             return False
-        if not _source_finished(rest_address, job_id):
-            return False
+        return levels.idle(job)
     except _UNREACHABLE:
         return False
-    progress = read_progress(rest_address, job_id)
-    if progress is None:
-        return False
-    levels = (progress.in_flight, progress.busy_keys, progress.waiting_inputs)
-    return all(level == 0 for level in levels)
 
 
 def _fetch_interval_s(rest_address: str) -> float:
@@ -124,17 +165,23 @@ def finish_when_answered(
     done: threading.Event,
     *,
     poll_s: float = 0.25,
+    fetch_interval_s: float | None = None,
     timeout_s: float = 300.0,
     announce: Callable[[], None] = lambda: None,
 ) -> str | None:
     """Stop the held job with a draining savepoint in `target` once its input is answered
     (and stays so for a metrics fetch interval plus two polls), calling `announce` first;
-    the savepoint's location, or None when `done` was set first. A failed stop is tried
+    the savepoint's location, or None when `done` was set first. The fetch interval is
+    `fetch_interval_s` when the caller configured the cluster, else read from the
+    JobManager (10 s when it does not answer in time). A failed stop is tried
     again while the job runs."""
-    quiet_s = _fetch_interval_s(rest_address) + 2 * poll_s
+    if fetch_interval_s is None:
+        fetch_interval_s = _fetch_interval_s(rest_address)
+    quiet_s = fetch_interval_s + 2 * poll_s
+    levels = _AgentLevels(rest_address, job_id)
     idle_since: float | None = None
     while not done.wait(poll_s):
-        if not input_answered(rest_address, job_id):
+        if not input_answered(rest_address, job_id, levels):
             idle_since = None
             continue
         now = time.monotonic()

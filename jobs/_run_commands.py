@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import re
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from urllib.parse import urlsplit
 
 from streamagents.connectors.eventlog import finalize_in_progress
 from streamagents.jobs._job_stop import StopError, finish_when_answered, stop_with_savepoint
+from streamagents.jobs._local_jvm import start_in_background
 from streamagents.jobs._model_choice import demo_banner, demo_server, model_spec
 from streamagents.jobs._progress import (
     TERMINAL_STATES,
@@ -43,7 +43,6 @@ from streamagents.jobs._resume import Attempt, Ending, JobFolder, Start, plan_st
 from streamagents.jobs.cluster import (
     flink_home,
     free_port,
-    interpreter_first,
     script_environment,
 )
 from streamagents.jobs.graph import bounded_input
@@ -53,6 +52,10 @@ from streamagents.operators.agent.config import TelemetryConfig
 __all__ = ["register"]
 
 _JOB_ID = re.compile(r"JobID ([0-9a-f]{32})")
+# How fresh the local mini-cluster's REST metrics are, and how often `run` looks whether a
+# held input is answered: the end is confirmed after 0.2 + 2 x 0.1 s of idle metrics.
+_LOCAL_FETCH_INTERVAL_S = 0.2
+_LOCAL_POLL_S = 0.1
 
 
 def register(subparsers: Any) -> None:
@@ -198,9 +201,13 @@ def _end_when_answered(
     target: str,
     done: threading.Event,
     answered: threading.Event | None = None,
+    poll_s: float = 0.25,
+    fetch_interval_s: float | None = None,
 ) -> None:
     """Start the thread that ends a job with a held bounded input once it is answered
-    (setting `answered` as it does)."""
+    (setting `answered` as it does), looking every `poll_s` seconds; `fetch_interval_s` is
+    the cluster's metrics fetch interval when the caller set it (see
+    `finish_when_answered`)."""
 
     def announce() -> None:
         if answered is not None:
@@ -210,7 +217,7 @@ def _end_when_answered(
     threading.Thread(
         target=finish_when_answered,
         args=(rest_address, job_id, target, done),
-        kwargs={"announce": announce},
+        kwargs={"announce": announce, "poll_s": poll_s, "fetch_interval_s": fetch_interval_s},
         name="input-end",
         daemon=True,
     ).start()
@@ -227,10 +234,10 @@ def _run(args: argparse.Namespace) -> int:
     loaded = _load(args.spec)
     if loaded is None:
         return 2
-    # The local mini-cluster's JVM, started below, inherits this process's environment,
-    # and its thread-mode workers run the `python` on PATH: make it this interpreter's,
-    # so `<venv>/bin/streamagents run` works without activating the venv.
-    os.environ["PATH"] = interpreter_first(os.environ.get("PATH"))
+    # The local mini-cluster's JVM inherits this process's environment (this interpreter
+    # first on PATH, for its thread-mode workers): `main` started launching it with that
+    # environment already, unless `_run` was called some other way.
+    start_in_background()
     # Imported here: validate and submit need no Flink gateway in this process.
     from pyflink.datastream import StreamExecutionEnvironment
 
@@ -265,9 +272,11 @@ def _run(args: argparse.Namespace) -> int:
         config.set_string("restart-strategy.type", "fixed-delay")
         config.set_string("restart-strategy.fixed-delay.attempts", "3")
         config.set_string("restart-strategy.fixed-delay.delay", "2 s")
-        # Fresh metrics: progress lines, and the end of a held input confirmed within a
-        # second (idle for a fetch interval plus two polls of `finish_when_answered`).
-        config.set_string("metrics.fetcher.update-interval", "500")
+        # Fresh metrics: progress lines, and the end of a held input confirmed within half
+        # a second (idle for a fetch interval plus two polls of `finish_when_answered`).
+        config.set_string(  # milliseconds, as Flink reads a bare number here
+            "metrics.fetcher.update-interval", str(int(_LOCAL_FETCH_INTERVAL_S * 1000))
+        )
         env = StreamExecutionEnvironment.get_execution_environment(config)
         build_job(env, loaded, model_spec(loaded.model, demo_url), hold_input_end=hold)
         client = env.execute_async(spec.name)
@@ -302,7 +311,15 @@ def _run(args: argparse.Namespace) -> int:
         savepoints: list[str] = []
         _note_savepoints(f"localhost:{port}", job_id, done, savepoints)
         if hold:
-            _end_when_answered(f"localhost:{port}", job_id, scratch, done, answered)
+            _end_when_answered(
+                f"localhost:{port}",
+                job_id,
+                scratch,
+                done,
+                answered,
+                poll_s=_LOCAL_POLL_S,
+                fetch_interval_s=_LOCAL_FETCH_INTERVAL_S,
+            )
         try:
             last = _watch(f"localhost:{port}", job_id, args.progress_interval, done, loaded)
             state = "FAILED" if failure else "FINISHED"

@@ -19,7 +19,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from streamagents.jobs._local_jvm import interpreter_first
 from streamagents.operators.flink.settings import BUFFER_DEBLOAT
 
 __all__ = [
@@ -98,19 +98,6 @@ def rest_call(address: str, path: str, body: Any = None, timeout_s: float = 5.0)
     )
     with urllib.request.urlopen(request, timeout=timeout_s) as reply:
         return json.loads(reply.read())
-
-
-def interpreter_first(path: str | None) -> str:
-    """`path` (a PATH value) with this interpreter's directory first, once.
-
-    Flink's thread-mode workers run the `python` they find on PATH, not the interpreter
-    that started the job (setting `python.executable` instead fails with "No module named
-    'pemja'"): with a venv not activated, they find another Python, or none ("Failed to
-    find libpython"). `sys.executable` is not resolved, so a venv's `bin` is what comes
-    first, not the base Python its `python` links to."""
-    first = str(Path(sys.executable).parent)
-    rest = [entry for entry in (path or "").split(os.pathsep) if entry and entry != first]
-    return os.pathsep.join([first, *rest])
 
 
 def script_environment(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -31,18 +31,21 @@ class FakeFlink:
         default_factory=lambda: {"in_flight": 0, "busy_keys": 0, "waiting_inputs": 0}
     )
     fetch_interval: str = "1000"
+    reporting: tuple[int, ...] = (0, 1)  # the agent subtasks whose gauges are registered
+    config_reads: int = 0
     savepoint: dict[str, Any] = field(default_factory=lambda: {"location": "file:/sp/1"})
     stops: list[Any] = field(default_factory=list)
 
     def __call__(self, request: RecordedRequest) -> StubReply | dict | list:
         path, _, query = request.path.partition("?")
         if path == "/jobmanager/config":
+            self.config_reads += 1
             return [{"key": "metrics.fetcher.update-interval", "value": self.fetch_interval}]
         if path == f"/jobs/{JOB}":
             vertices = [
                 {"id": "src", "name": "Source: source -> job-parse", "status": self.source},
                 {"id": "hold", "name": "Source: input-end-hold -> x", "status": "RUNNING"},
-                {"id": "agent", "name": "job-agent", "status": "RUNNING"},
+                {"id": "agent", "name": "job-agent", "status": "RUNNING", "parallelism": 2},
             ]
             return {"state": self.state, "vertices": vertices}
         if path == f"/jobs/{JOB}/stop":
@@ -52,7 +55,11 @@ class FakeFlink:
             self.state = "FINISHED"
             return {"status": {"id": "COMPLETED"}, "operation": self.savepoint}
         if path == f"/jobs/{JOB}/vertices/agent/metrics":
-            names = [f"{n}.job-agent.streamagents.{level}" for n in (0, 1) for level in self.levels]
+            names = [
+                f"{n}.job-agent.streamagents.{level}"
+                for n in self.reporting
+                for level in self.levels
+            ]
             if not query:
                 return StubReply([{"id": name} for name in names])
             return StubReply(
@@ -73,6 +80,15 @@ def test_answered_only_when_the_source_finished_and_the_agent_is_idle() -> None:
         assert input_answered(address, JOB)
         flink.state = "RESTARTING"
         assert not input_answered(address, JOB)
+
+
+def test_not_answered_while_a_subtask_of_the_agent_reports_no_gauges_yet() -> None:
+    flink = FakeFlink(source="FINISHED", reporting=(0,))
+    with LoopbackStubServer(flink) as stub:
+        address = f"127.0.0.1:{stub.port}"
+        assert not input_answered(address, JOB)  # subtask 1 may still hold work
+        flink.reporting = (0, 1)
+        assert input_answered(address, JOB)
 
 
 def test_an_answered_job_is_stopped_with_a_draining_savepoint_after_a_quiet_period() -> None:
@@ -98,6 +114,22 @@ def test_an_answered_job_is_stopped_with_a_draining_savepoint_after_a_quiet_peri
     assert flink.stops == [
         {"targetDirectory": "file:///tmp/sp", "drain": True, "formatType": "CANONICAL"}
     ]
+
+
+def test_a_run_that_set_the_fetch_interval_does_not_wait_on_the_jobmanager_for_it() -> None:
+    # On a busy machine the JobManager's config may not answer in time, and the fallback
+    # (10 s) then delayed every local run's end: run passes the interval it configured.
+    flink = FakeFlink(source="FINISHED", fetch_interval="10000")
+    with LoopbackStubServer(flink) as stub:
+        location = finish_when_answered(
+            f"127.0.0.1:{stub.port}",
+            JOB,
+            "/tmp/sp",
+            threading.Event(),
+            poll_s=0.05,
+            fetch_interval_s=0.2,
+        )
+    assert location == "file:/sp/1" and flink.config_reads == 0
 
 
 def test_finishing_gives_up_when_the_job_ends_first() -> None:

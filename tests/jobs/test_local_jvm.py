@@ -1,0 +1,51 @@
+"""The JVM a `run` starts early: its launch is under way while the command's modules are
+imported, with this interpreter first on its PATH (checked in a new process, as the command
+line runs, so this test process keeps its own environment and has no gateway)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BIN = str(Path(sys.executable).parent)
+
+PROBE = """
+import json, os, sys, threading
+seen = {}
+
+class WatchImports:
+    def find_spec(self, name, path, target=None):
+        if name == "streamagents.jobs._run_commands":
+            launching = [t for t in threading.enumerate() if t.name == "gateway-launch"]
+            seen["launching_as_the_commands_load"] = bool(launching)
+        return None
+
+sys.meta_path.insert(0, WatchImports())
+from streamagents.jobs.cli import main
+seen["exit_code"] = main(["run", "no-such-spec.yaml"])
+for thread in threading.enumerate():
+    if thread.name == "gateway-launch":
+        thread.join(300)
+import pyflink.java_gateway as gateway
+seen["jvm_path_first"] = gateway._gateway.jvm.java.lang.System.getenv("PATH").split(os.pathsep)[0]
+print(json.dumps(seen))
+"""
+
+
+def test_run_launches_its_jvm_while_the_commands_load_with_this_python_first() -> None:
+    env = dict(os.environ)
+    others = [entry for entry in env.get("PATH", "").split(os.pathsep) if entry != BIN]
+    env["PATH"] = os.pathsep.join(["/usr/bin", *others])  # java still found, BIN not first
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "launching_as_the_commands_load": True,
+        "exit_code": 2,  # the spec is missing: refused as before
+        "jvm_path_first": BIN,  # the JVM's thread-mode workers find this interpreter
+    }
