@@ -1,5 +1,9 @@
 """The example job submitted to a real standalone Flink cluster (JobManager + 2 TaskManagers
-on 127.0.0.1, started from the wheel's scripts) with `streamagents submit`."""
+on 127.0.0.1, started from the wheel's scripts) with `streamagents submit`.
+
+One cluster for the module; the example's run on it with the demo model is one sequence
+(a module fixture: submitted, stopped with a savepoint, resubmitted from it) that two tests
+assert on; the submit with an API key is its own job."""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,33 +56,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Sta
         cli("cluster", "stop", "--dir", str(workdir), timeout=120)
         handle.stop()
     assert handle.pids() == [], "cluster processes outlived the test"
-
-
-@pytest.mark.e2e
-def test_submitted_example_runs_on_two_taskmanagers_and_writes_its_results(
-    cluster: tuple[str, StandaloneCluster], tmp_path: Path
-) -> None:
-    address, handle = cluster
-    overview = rest_call(address, "/overview")
-    assert overview["taskmanagers"] == 2 and overview["slots-total"] == 4  # 2 slots each
-    assert len(handle.pids()) == 3
-
-    shutil.copytree(EXAMPLES, tmp_path / "job", ignore=shutil.ignore_patterns("out"))
-    result = cli("submit", str(tmp_path / "job" / "support_tickets.yaml"), "--jobmanager", address)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    job_id = re.search(r"^([0-9a-f]{32})$", result.stdout, re.MULTILINE)
-    assert job_id, result.stdout
-    assert rest_call(address, f"/jobs/{job_id.group(1)}")["state"] == "FINISHED"
-
-    out = tmp_path / "job" / "out" / "support_tickets"
-    outputs = read_jsonl(out / "answers")
-    assert sorted(r["id"] for r in outputs) == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005"]
-    assert all(r["status"] == "ok" for r in outputs)
-    assert len(read_jsonl(out / "dead_letters")) == 2
-    events = list(read_events(out / "events"))
-    assert {e["run_id"] for e in events if e["event_type"] == "output"} == {
-        r["run_id"] for r in outputs
-    }
 
 
 @pytest.mark.e2e
@@ -131,18 +110,34 @@ def popen_cli(log: Path, *args: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen([CLI, *args], env=env, stdout=handle, stderr=subprocess.STDOUT)
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 180) -> None:
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 600) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.5)
 
 
-@pytest.mark.e2e
-def test_cluster_job_stops_with_a_savepoint_and_resumes_from_it(
-    cluster: tuple[str, StandaloneCluster], tmp_path: Path
-) -> None:
+@dataclass
+class StoppedAndResumed:
+    """The example submitted (demo model), stopped with a savepoint once its tickets are
+    answered, resubmitted from it with one more ticket and stopped again."""
+
+    folder: Path
+    first_job: str
+    first_exit: int
+    at_first_stop: list[dict[str, Any]]
+    dead_at_first_stop: list[dict[str, Any]]
+    events_at_first_stop: list[dict[str, Any]]
+    answers: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def stopped_and_resumed(
+    cluster: tuple[str, StandaloneCluster], tmp_path_factory: pytest.TempPathFactory
+) -> StoppedAndResumed:
+    """Submit the example, stop it with a savepoint, resubmit it from there, stop it again."""
     address, _ = cluster
+    tmp_path = tmp_path_factory.mktemp("resumed")
     shutil.copytree(EXAMPLES, tmp_path / "job", ignore=shutil.ignore_patterns("out"))
     spec = tmp_path / "job" / "support_tickets.yaml"
     spec.write_text(
@@ -150,7 +145,8 @@ def test_cluster_job_stops_with_a_savepoint_and_resumes_from_it(
             "    path: data/tickets", "    path: data/tickets\n    watch_interval_s: 0.5", 1
         )
     )
-    answers = tmp_path / "job" / "out" / "support_tickets" / "answers"
+    out = tmp_path / "job" / "out" / "support_tickets"
+    answers = out / "answers"
 
     def job_id(log: Path) -> str:
         wait_until(lambda: re.search(r"^[0-9a-f]{32}$", log.read_text(), re.MULTILINE) is not None)
@@ -164,9 +160,19 @@ def test_cluster_job_stops_with_a_savepoint_and_resumes_from_it(
         wait_until(lambda: len(read_jsonl(answers)) == 5)
         stop = cli("savepoint", running, "--jobmanager", address, "--target-dir", str(tmp_path))
         assert stop.returncode == 0, stop.stderr
-        assert first.wait(timeout=120) == 0
+        first_exit = first.wait(timeout=120)
     finally:
         first.kill()
+    at_first_stop = read_jsonl(answers)
+    dead_at_first_stop = read_jsonl(out / "dead_letters")
+
+    def logged_outputs() -> set[str]:
+        events = read_events(out / "events", include_in_progress=True)
+        return {e["run_id"] for e in events if e["event_type"] == "output"}
+
+    # the stopped sink's files are finished by its task watch a second after the task ends
+    wait_until(lambda: logged_outputs() >= {r["run_id"] for r in at_first_stop}, 60)
+    events_at_first_stop = list(read_events(out / "events", include_in_progress=True))
     (tmp_path / "job" / "data" / "tickets" / "more.jsonl").write_text(
         '{"id": "T-3001", "customer": {"id": "C-17"}, "text": "Any news on O-5521?"}\n'
     )
@@ -183,5 +189,42 @@ def test_cluster_job_stops_with_a_savepoint_and_resumes_from_it(
         second.wait(timeout=120)
     finally:
         second.kill()
-    ids = sorted(r["id"] for r in read_jsonl(answers))
+    return StoppedAndResumed(
+        folder=tmp_path,
+        first_job=running,
+        first_exit=first_exit,
+        at_first_stop=at_first_stop,
+        dead_at_first_stop=dead_at_first_stop,
+        events_at_first_stop=events_at_first_stop,
+        answers=read_jsonl(answers),
+    )
+
+
+@pytest.mark.e2e
+def test_submitted_example_runs_on_two_taskmanagers_and_writes_its_results(
+    cluster: tuple[str, StandaloneCluster], stopped_and_resumed: StoppedAndResumed
+) -> None:
+    address, handle = cluster
+    overview = rest_call(address, "/overview")
+    assert overview["taskmanagers"] == 2 and overview["slots-total"] == 4  # 2 slots each
+    assert len(handle.pids()) == 3
+    job = rest_call(address, f"/jobs/{stopped_and_resumed.first_job}")
+    assert job["state"] == "FINISHED"  # stopped with a savepoint: finished, not failed
+    assert {v["parallelism"] for v in job["vertices"]} >= {2}
+    outputs = stopped_and_resumed.at_first_stop
+    assert sorted(r["id"] for r in outputs) == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005"]
+    assert all(r["status"] == "ok" for r in outputs)
+    assert len(stopped_and_resumed.dead_at_first_stop) == 2
+    events = stopped_and_resumed.events_at_first_stop
+    assert {e["run_id"] for e in events if e["event_type"] == "output"} == {
+        r["run_id"] for r in outputs
+    }
+
+
+@pytest.mark.e2e
+def test_cluster_job_stops_with_a_savepoint_and_resumes_from_it(
+    stopped_and_resumed: StoppedAndResumed,
+) -> None:
+    assert stopped_and_resumed.first_exit == 0
+    ids = sorted(r["id"] for r in stopped_and_resumed.answers)
     assert ids == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005", "T-3001"]

@@ -1,6 +1,8 @@
-"""`streamagents run` on the main example: outputs, a readable event log, dead letters; and
-stopping it with the `streamagents savepoint` command it prints, then running it again,
-resuming without losing or repeating work (`--from-savepoint` itself: tests/kafka)."""
+"""`streamagents run` on the main example, from the venv without activating it: outputs, a
+readable event log, dead letters; and a failing job's report. (Stopping `run` with the
+`streamagents savepoint` command it prints and running it again: test_rerun_continues.py;
+`--from-savepoint` itself: tests/kafka.) And `streamagents replay` of the recorded example
+with its report."""
 
 from __future__ import annotations
 
@@ -10,12 +12,11 @@ import re
 import shutil
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_jobs import CLI, demo_env, savepoint, start_run, wait_for
+from cli_jobs import CLI, demo_env
 
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.files import read_jsonl
@@ -30,11 +31,14 @@ def copy_example(target: Path) -> Path:
     return target / "support_tickets.yaml"
 
 
-def run_to_end(spec: Path) -> subprocess.CompletedProcess[str]:
+def run_to_end(
+    spec: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """`streamagents run SPEC` with the demo model, waited for."""
     return subprocess.run(
         [*CLI, "run", str(spec), "--progress-interval", "0.5"],
-        env=demo_env(),
+        env=env or demo_env(),
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
@@ -42,10 +46,29 @@ def run_to_end(spec: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+SYSTEM_PATH = os.pathsep.join(
+    ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+)
+
+
+def unactivated_env() -> dict[str, str] | None:
+    """The demo environment as a shell that never activated the venv has it (the system's
+    PATH, no VIRTUAL_ENV); None when that PATH holds no java and JAVA_HOME is unset."""
+    env = {k: v for k, v in demo_env().items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+    if not shutil.which("java", path=SYSTEM_PATH) and "JAVA_HOME" not in env:
+        return None
+    env["PATH"] = SYSTEM_PATH
+    return env
+
+
 @pytest.fixture(scope="module")
 def example_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The example run once to its end, by the venv's `streamagents` without activating the
+    venv when the system has a java (else from the activated venv)."""
     spec = copy_example(tmp_path_factory.mktemp("example") / "job")
-    return {"result": run_to_end(spec), "out": spec.parent / "out" / "support_tickets"}
+    env = unactivated_env()
+    result = run_to_end(spec, env, cwd=spec.parent.parent)
+    return {"result": result, "out": spec.parent / "out" / "support_tickets", "env": env}
 
 
 @pytest.mark.e2e
@@ -109,79 +132,21 @@ def test_event_log_tells_each_run_step_by_step(example_run: dict[str, Any]) -> N
     assert "tool_request" in cat.stdout and "key=C-17" in cat.stdout
 
 
-@pytest.mark.e2e
-def test_stop_with_the_printed_savepoint_command_then_run_again_continues_and_repeats_none(
-    tmp_path: Path,
-) -> None:
-    spec = copy_example(tmp_path / "job")
-    text = spec.read_text().replace(
-        "    path: data/tickets", "    path: data/tickets\n    watch_interval_s: 0.5", 1
-    )
-    spec.write_text(text)
-    answers = spec.parent / "out" / "support_tickets" / "answers"
-    process, job_id, address = start_run(spec, tmp_path / "first.log")
-    printed = re.search(r"--target-dir (\S+)", (tmp_path / "first.log").read_text())
-    assert printed is not None
-    try:
-        wait_for(lambda: len(read_jsonl(answers)) == 5)
-        location = savepoint(job_id, address, Path(printed.group(1)))
-        assert process.wait(timeout=120) == 0, (tmp_path / "first.log").read_text()[-3000:]
-    finally:
-        process.kill()
-    assert location.startswith("file:") and Path(location[5:]).exists()
-    job_folder = spec.parent / ".streamagents" / "support_tickets" / "support-tickets"
-    assert Path(location[5:]).parent == job_folder / "savepoints"
-
-    more = [
-        {"id": "T-2001", "customer": {"id": "C-17"}, "text": "Any news on order O-5521?"},
-        {"id": "T-2002", "customer": {"id": "C-99"}, "text": "Where is order O-6004?"},
-    ]
-    (spec.parent / "data" / "tickets" / "more.jsonl").write_text(
-        "".join(json.dumps(t) + "\n" for t in more)
-    )
-    process, job_id, address = start_run(spec, tmp_path / "second.log")  # no --from-savepoint
-    try:
-        said = (tmp_path / "second.log").read_text()
-        assert "continuing from the savepoint the previous run" in said, said[:3000]
-        assert Path(location[5:]).name in said
-        wait_for(lambda: len(read_jsonl(answers)) >= 7)
-        savepoint(job_id, address, tmp_path / "savepoints")
-        process.wait(timeout=120)
-    finally:
-        process.kill()
-    ids = Counter(r["id"] for r in read_jsonl(answers))
-    assert sorted(ids) == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005", "T-2001", "T-2002"]
-    assert set(ids.values()) == {1}
-    events = spec.parent / "out" / "support_tickets" / "events"
-    assert not list(events.glob(".*.inprogress")), "run finishes the log files of a stopped job"
-    logged = {e["event_id"] for e in read_events(events) if e["event_type"] == "output"}
-    assert len(logged) == 7
-
-
 SYSTEM_PATH = os.pathsep.join(
     ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 )
 
 
 @pytest.mark.e2e
-def test_run_works_from_the_venv_without_activating_it(tmp_path: Path) -> None:
-    spec = copy_example(tmp_path / "job")
-    env = {k: v for k, v in demo_env().items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
-    java = shutil.which("java", path=SYSTEM_PATH)
-    env["PATH"] = SYSTEM_PATH if java or "JAVA_HOME" in env else pytest.skip("no system java")
+def test_run_works_from_the_venv_without_activating_it(example_run: dict[str, Any]) -> None:
+    env = example_run["env"]
+    if env is None:
+        pytest.skip("no system java")
     assert str(Path(sys.executable).parent) not in env["PATH"].split(os.pathsep)
-    result = subprocess.run(
-        [*CLI, "run", str(spec), "--progress-interval", "0.5"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = example_run["result"]
     assert result.returncode == 0, result.stderr[-2000:]
     assert "support-tickets: FINISHED" in result.stdout
-    answers = read_jsonl(spec.parent / "out" / "support_tickets" / "answers")
+    answers = read_jsonl(example_run["out"] / "answers")
     assert sorted(r["id"] for r in answers) == ["T-1001", "T-1002", "T-1003", "T-1004", "T-1005"]
 
 

@@ -238,8 +238,10 @@ def function_responses(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
 class GeminiScript:
     """Responder for `LoopbackStubServer` playing the scenarios below; keeps a wire log."""
 
-    def __init__(self) -> None:
+    def __init__(self, held_s: float = 8.0) -> None:
         self.turns: list[WireTurn] = []
+        self.held_s = held_s
+        """How long a `scenario:held` call waits before its answer (a test may change it)."""
         self._lock = threading.Lock()
 
     def __call__(self, request: RecordedRequest) -> StubReply:
@@ -349,9 +351,8 @@ class GeminiScript:
             )
         ), 0.0
 
-    @staticmethod
-    def _held(step: int, text: str) -> tuple[dict[str, Any], float]:
-        return text_reply("held " + text.split()[-1]), 8.0
+    def _held(self, step: int, text: str) -> tuple[dict[str, Any], float]:
+        return text_reply("held " + text.split()[-1]), self.held_s
 
 
 class InteractionsPhotoScript:

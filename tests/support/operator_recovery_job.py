@@ -1,10 +1,10 @@
 """A checkpointed agent job the recovery tests run in a subprocess, kill, stop and resume.
 
-Inputs come from a JSONL file read by a FileSource that keeps watching its folder (its
-read position is checkpointed, and an unbounded source keeps the job in its streaming
-steady state, as in production); outputs go to a FileSink whose part files are committed
-only when a checkpoint completes, so an output emitted after the last checkpoint of a
-killed run is never visible.
+Inputs come from the JSONL files of a folder read by a FileSource that keeps watching it
+(a test adds a file to give more inputs; the read position is checkpointed, and an
+unbounded source keeps the job in its streaming steady state, as in production); outputs
+go to a FileSink whose part files are committed only when a checkpoint completes, so an
+output emitted after the last checkpoint of a killed run is never visible.
 
 The model is the `gemini` wire unless `--provider` names another (`gemini-interactions`);
 `--tool module:function` gives the agent a tool, `--approval-tool` one whose calls need

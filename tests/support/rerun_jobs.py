@@ -19,10 +19,11 @@ INPUTS = 80
 KEYS = 8
 
 
-def questions() -> list[tuple[str, str]]:
-    """(key, line) of each input, keyed by customer, answered by the demo without tools."""
+def questions(count: int = INPUTS) -> list[tuple[str, str]]:
+    """(key, line) of each of `count` inputs, keyed by customer, answered by the demo
+    without tools."""
     lines = []
-    for n in range(INPUTS):
+    for n in range(count):
         customer = f"c-{n % KEYS}"
         record = {"id": f"in-{n:03d}", "customer": {"id": customer}, "text": f"Question {n}."}
         lines.append((customer, json.dumps(record)))
