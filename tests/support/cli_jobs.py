@@ -45,7 +45,10 @@ def start_run(spec: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[str]
     found: list[re.Match[str]] = []
 
     def started() -> bool:
-        match = re.search(r"savepoint ([0-9a-f]{32}) --jobmanager (\S+)", log.read_text())
+        # the whole line, so that its --target-dir is there too when this returns
+        match = re.search(
+            r"savepoint ([0-9a-f]{32}) --jobmanager (\S+) --target-dir \S+ ", log.read_text()
+        )
         if match:
             found.append(match)
         return bool(match) or process.poll() is not None
