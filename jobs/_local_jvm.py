@@ -1,5 +1,4 @@
-"""The JVM of `run`'s local mini-cluster: started while the command still does Python work,
-and not waited for once the job is over.
+"""The JVM of `run`'s local mini-cluster, started while the command is still doing Python work.
 
 `streamagents run` spends its first seconds in Python (importing the command line, checking
 the spec, building the job graph) and needs PyFlink's gateway JVM only when it builds the
@@ -7,9 +6,6 @@ graph; launching that JVM takes about as long again. `start_in_background` start
 launch on a daemon thread before the command's own imports, so the two overlap: PyFlink
 guards its gateway with a lock, so whoever asks for it next waits for this launch, and if
 the launch failed (no Java), asks again and gets the error in the usual place.
-
-When the job is over, `exit_at_once` ends the command without Python's own shutdown,
-which would wait seconds for the JVM to take the finished mini-cluster down.
 
 This module imports nothing heavy (only PyFlink's gateway module), so that it can run first.
 """
@@ -21,7 +17,7 @@ import sys
 import threading
 from pathlib import Path
 
-__all__ = ["exit_at_once", "interpreter_first", "start_in_background"]
+__all__ = ["interpreter_first", "start_in_background"]
 
 
 def interpreter_first(path: str | None) -> str:
@@ -54,16 +50,3 @@ def start_in_background() -> threading.Thread:
     launcher = threading.Thread(target=_launch, name="gateway-launch", daemon=True)
     launcher.start()
     return launcher
-
-
-def exit_at_once(code: int) -> None:
-    """End this process now with `code`, its output flushed, for a command whose job is over.
-
-    Python's own shutdown waits for the gateway JVM, which shuts the local mini-cluster down
-    after the job has ended (seconds, longer on a busy machine) although nothing in it is
-    left to do: the job has FINISHED, its outputs are committed and the command has printed
-    its summary. The JVM ends by itself when this process is gone (its gateway server exits
-    when its standard input closes)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

@@ -7,7 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from streamagents.jobs._local_jvm import exit_at_once, start_in_background
+from streamagents.jobs._local_jvm import start_in_background
 
 __all__ = ["build_parser", "main"]
 
@@ -35,14 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code. A `run` starts launching its
-    local JVM first, so that the launch overlaps the imports below, and as the command
-    itself (`argv` None) ends its process as soon as it is done (`jobs._local_jvm`)."""
+    local JVM first, so that the launch overlaps the imports below (`jobs._local_jvm`)."""
     words = sys.argv[1:] if argv is None else list(argv)
-    run = words[:1] == ["run"]
-    if run:
+    if words[:1] == ["run"]:
         start_in_background()
     args = build_parser().parse_args(argv)
-    code = int(args.handler(args) or 0)
-    if run and argv is None:
-        exit_at_once(code)
-    return code
+    return int(args.handler(args) or 0)
