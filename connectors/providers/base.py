@@ -466,21 +466,8 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
             nonlocal sent
             ticket = None if admission is None else await admission.admit(tokens, sent > 0)
             sent += 1
-            failure: ProviderError | None = None
+            reply = await self._sent(ticket, lambda client: self._send(client, request))
             response = None
-            try:
-                reply = await self._send(self._client.get(), request)
-            except asyncio.CancelledError:  # the run gave up: its slot must not stay taken
-                self._settle(ticket, None, None)
-                raise
-            except Exception as error:
-                failure = self._error_for(error)
-                if failure is None:
-                    self._settle(ticket, None, None)
-                    raise
-            if failure is not None:
-                self._settle(ticket, None, failure)
-                raise failure  # outside the except block: the SDK error is not chained
             try:
                 response = self._parse(reply, (time.monotonic() - started) * 1000)
             finally:
@@ -503,25 +490,31 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
             nonlocal sent
             ticket = None if admission is None else await admission.admit(0.0, sent > 0)
             sent += 1
-            failure: ProviderError | None = None
-            try:
-                result = await operation(self._client.get())
-            except asyncio.CancelledError:
-                self._settle(ticket, None, None)
-                raise
-            except Exception as error:
-                failure = self._error_for(error)
-                if failure is None:
-                    self._settle(ticket, None, None)
-                    raise
-            self._settle(ticket, None, failure)
-            if failure is not None:
-                raise failure  # outside the except block: the SDK error is not chained
+            result = await self._sent(ticket, operation)
+            self._settle(ticket, None, None)
             return result
 
         return await call_with_retries(
             attempt, self.retry, self.retry_budget, self._rng, paced=admission is not None
         )
+
+    async def _sent(self, ticket: Ticket | None, operation: Callable[[C], Awaitable[T]]) -> T:
+        """One attempt's SDK operation; when it fails, its admission ticket is settled and
+        the mapped `ProviderError` raised (an error no mapping knows, as it is). On success
+        the caller settles the ticket, with the reply's usage when it has one."""
+        failure: ProviderError | None = None
+        try:
+            return await operation(self._client.get())
+        except asyncio.CancelledError:  # the run gave up: its slot must not stay taken
+            self._settle(ticket, None, None)
+            raise
+        except Exception as error:
+            failure = self._error_for(error)
+            if failure is None:
+                self._settle(ticket, None, None)
+                raise
+        self._settle(ticket, None, failure)
+        raise failure  # outside the except block: the SDK error is not chained
 
     def _settle(
         self, ticket: Ticket | None, response: ChatResponse | None, failure: ProviderError | None
