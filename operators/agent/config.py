@@ -304,10 +304,6 @@ class MemoryConfig(BaseModel):
     )
 
 
-LONGEST_WAIT_S = 365 * 24 * 3600.0
-"""Longest wait or interval a config or job spec may give (Flink takes whole milliseconds)."""
-
-
 class SpendBudget(BaseModel):
     """Tokens and dollars a key may spend over a rolling window, and what a run meets when
     the window is spent: a model call starts only while the window's spend is under every
