@@ -51,9 +51,11 @@ INPUTS = int(RATE_PER_S * INPUT_S)
 SAMPLE_EVERY_S = 2.0
 JOB_DEADLINE_S = INPUT_S + 240
 JOB = "soak"
-MAX_BYTES_PER_NEW_KEY = 8.0
-"""Checkpoint growth allowed per key seen (noise; measured 0-2 B). Histories never removed
-grow it by ~370 B per key, one timer left behind per key by ~16 B."""
+MAX_BYTES_PER_NEW_KEY = 60.0
+"""Checkpoint growth allowed per key seen. Histories never removed grow it by ~370 B per key;
+the estimate's noise is about +-12 B per key (-1.2 B quiet, 11.5 B in a loaded CI run, both
+without a leak), so a value or timer left behind per key (~10-16 B) is asserted by the engine
+harness instead (`test_keys_that_stay_away_leave_no_state_and_no_timer`)."""
 
 
 class SoakScript:

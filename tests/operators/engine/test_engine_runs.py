@@ -161,6 +161,26 @@ def test_an_expired_history_leaves_state_on_its_cleanup_timer(tmp_path: Path) ->
     assert h.port.now_ms() > T0
 
 
+def test_keys_that_stay_away_leave_no_state_and_no_timer(tmp_path: Path) -> None:
+    """Hundreds of keys, several turns each, interleaved and some without ids: once their
+    memory expires nothing of any key is left (a value or timer per key would grow state
+    with every key ever seen; the soak test sees only gross growth)."""
+    h = harness(tmp_path, EchoTestModel(), memory=MemoryConfig(ttl_seconds=5))
+    keys = [f"k{i}" for i in range(300)]
+    for turn in range(3):
+        for key in keys:
+            if turn == 1:
+                h.send(key, json.dumps({"key": key, "text": "no id"}))
+            else:
+                h.send_input(key, f"{key}-{turn}", "hi")
+        h.settle_all()
+    assert h.port.keys_with_state() >= set(keys)
+    h.advance(6_000)
+    assert h.port.keys_with_state() == set()
+    assert h.count("histories_expired") == len(keys)
+    assert len(h.outputs()) == 3 * len(keys)
+
+
 def test_memory_carries_a_keys_conversation_to_its_next_run(tmp_path: Path) -> None:
     model = EchoTestModel()
     h = harness(tmp_path, model)
