@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from clusters import (
@@ -14,6 +15,27 @@ from clusters import (
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.jobs.cluster import StandaloneCluster
+
+_TESTS = Path(__file__).parent
+_KAFKA = _TESTS / "kafka"
+_RELIABILITY = _TESTS / "reliability"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the Kafka folder `e2e` and the reliability folder `reliability` and `e2e`, and give
+    every `e2e` test an xdist group, so that under `-n 2 --dist loadgroup` a module's jobs
+    (and module fixtures) stay on one worker and the Kafka tests share one broker and one
+    cluster; the fast tests spread over both workers."""
+    for item in items:
+        if _KAFKA in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
+        if _RELIABILITY in item.path.parents:
+            item.add_marker(pytest.mark.reliability)
+            item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("e2e") is not None:
+            group = "kafka" if _KAFKA in item.path.parents else item.path.stem
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

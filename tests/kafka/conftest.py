@@ -1,5 +1,5 @@
 """Kafka tests share one real broker per session and the fetched connector jar; every test
-here runs Java processes, so each is marked `e2e` (the fast subset skips them)."""
+here runs Java processes, so tests/conftest.py marks each `e2e` (the fast subset skips them)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,6 @@ from kafka_broker import KafkaBroker
 from maven_artifacts import resolve
 
 from streamagents.connectors.connector_jars import fetch_jar
-
-_HERE = Path(__file__).parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test of this folder `e2e`."""
-    for item in items:
-        if _HERE in item.path.parents:
-            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")

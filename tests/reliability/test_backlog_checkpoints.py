@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from backlog_scenario import (
     BacklogWatch,
     CountingTestModel,
@@ -36,6 +37,8 @@ from clusters import kill_taskmanager, seconds_until_forgotten
 from streamagents.connectors.files import read_jsonl
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.jobs.cluster import StandaloneCluster
+
+pytestmark = pytest.mark.alone  # its bounds are in checkpoint intervals: run alone
 
 INPUTS = 2_000
 KEYS = 300

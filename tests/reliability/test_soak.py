@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import provider_wire
+import pytest
 import soak_tools
 from doubles import text_reply, texts
 from flink_rest import agent_metrics
@@ -42,6 +43,8 @@ from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRe
 from streamagents.jobs.cluster import free_port, rest_call
 from streamagents.operators.agent import AgentConfig, MemoryConfig, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment
+
+pytestmark = pytest.mark.alone  # samples heap and checkpoint sizes over time: run alone
 
 _TTL = os.environ.get("SOAK_TTL_S", "3")
 TTL_S = None if _TTL == "off" else float(_TTL)
