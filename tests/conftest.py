@@ -24,9 +24,10 @@ _RELIABILITY = _TESTS / "reliability"
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the Kafka folder `e2e` and the reliability folder `reliability` and `e2e`, and give
-    every `e2e` test an xdist group, so that under `-n 2 --dist loadgroup` a module's jobs
-    (and module fixtures) stay on one worker and the Kafka tests share one broker and one
-    cluster; the fast tests spread over both workers."""
+    every `e2e` test its module as xdist group, so that under `-n 2 --dist loadgroup` a
+    module's job (its module fixture) runs once, on one worker, while the fast tests spread
+    over both (a session fixture such as the Kafka broker starts once on each worker that
+    needs it)."""
     for item in items:
         if _KAFKA in item.path.parents:
             item.add_marker(pytest.mark.e2e)
@@ -34,8 +35,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.reliability)
             item.add_marker(pytest.mark.e2e)
         if item.get_closest_marker("e2e") is not None:
-            group = "kafka" if _KAFKA in item.path.parents else item.path.stem
-            item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 @pytest.fixture
