@@ -303,15 +303,6 @@ class GeminiScript:
         return text_reply("the tools refused"), 0.0
 
     @staticmethod
-    def _budget(step: int, text: str) -> tuple[dict[str, Any], float]:
-        return calls_reply(("lookup_city", {"name": "Paris"})), 0.0
-
-    @staticmethod
-    def _ordered(step: int, text: str) -> tuple[dict[str, Any], float]:
-        first = text.endswith("first")
-        return text_reply("first done" if first else "second done"), 1.0 if first else 0.0
-
-    @staticmethod
     def _photo(step: int, text: str) -> tuple[dict[str, Any], float]:
         return text_reply("a nice photo"), 0.0
 

@@ -1,8 +1,7 @@
 """Tools the operator e2e jobs give their agent; Flink's embedded Python imports this module.
 
 They are ordinary tools (not doubles): the image tool returns real media bytes, the slow
-ones report when they ran so a test can see that one turn's calls overlapped. `hold` is
-the map the jobs put before the agent to space an input in time from those before it.
+ones report when they ran so a test can see that one turn's calls overlapped.
 """
 
 from __future__ import annotations
@@ -94,13 +93,6 @@ def strict_cli(flag: str) -> str:
 async def interrupted() -> str:
     """An async tool that raises KeyboardInterrupt, as code waiting on a terminal may."""
     raise KeyboardInterrupt
-
-
-def hold(line: str) -> str:
-    """Pass an input line on, after sleeping the `hold_s` seconds the line asks for."""
-    if '"hold_s"' in line:
-        time.sleep(json.loads(line)["hold_s"])
-    return line
 
 
 REFUNDS = Path(tempfile.gettempdir()) / "streamagents-e2e-refunds"

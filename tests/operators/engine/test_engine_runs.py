@@ -3,14 +3,19 @@ the end of input and memory expiry, driven through the in-memory port."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from engine_harness import T0, EchoTestModel, harness
 
 from streamagents.operators.agent import tool
 from streamagents.operators.agent.config import Budgets, MemoryConfig
 from streamagents.operators.engine.input_end import FAR_FUTURE_MS
+from streamagents.serde.chat import ChatResponse, ToolSpec
+from streamagents.serde.messages import ChatMessage
 
 
 @tool
@@ -190,3 +195,61 @@ def test_memory_carries_a_keys_conversation_to_its_next_run(tmp_path: Path) -> N
     h.settle_all()
     history = h.engine._memory.load(h.port.at("k").now_ms())
     assert [m.content for m in history] == ["one", "echo: one", "two", "echo: two"]
+
+
+class SeeingEchoModel(EchoTestModel):
+    """Test double: the echo model, keeping the texts of each request's messages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[list[str]] = []
+
+    async def achat(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), **options: Any
+    ) -> ChatResponse:
+        self.seen.append([m.content for m in messages if m.role != "system"])
+        return await super().achat(messages, tools, **options)
+
+
+def test_a_history_is_sent_within_its_ttl_and_not_after_it(tmp_path: Path) -> None:
+    model = SeeingEchoModel()
+    h = harness(tmp_path, model, memory=MemoryConfig(ttl_seconds=60))
+    h.send_input("k", "in-1", "one")
+    h.settle_all()
+    h.advance(30_000)
+    h.send_input("k", "in-2", "two")
+    h.settle_all()
+    assert model.seen[-1] == ["one", "echo: one", "two"]
+    h.advance(61_000)
+    h.send_input("k", "in-3", "three")
+    h.settle_all()
+    assert model.seen[-1] == ["three"]
+    assert h.count("histories_expired") == 1
+
+
+def test_identical_lines_without_id_are_two_runs_with_distinct_ids(tmp_path: Path) -> None:
+    h = harness(tmp_path, EchoTestModel())
+    line = json.dumps({"key": "twin", "text": "same words"})
+    h.send("twin", line)
+    h.send("twin", line)
+    h.settle_all()
+    digest = hashlib.sha256(line.encode()).hexdigest()
+    outputs = h.outputs()
+    assert [o["id"] for o in outputs] == [f"{digest}-0", f"{digest}-1"]
+    assert [o["status"] for o in outputs] == ["ok", "ok"]
+    run_ids = {o["run_id"] for o in outputs}
+    assert len(run_ids) == 2
+    event_ids = [e["event_id"] for e in h.records("events") if e["run_id"] in run_ids]
+    assert len(event_ids) == len(set(event_ids)) > 2
+
+
+def test_a_run_over_its_model_call_budget_ends_with_an_error_naming_it(tmp_path: Path) -> None:
+    model = EchoTestModel()
+    h = harness(tmp_path, model, tools=[lookup], budgets=Budgets(max_model_calls=1))
+    h.send_input("k", "in-1", "tool:lookup A1")  # a second model call would read the result
+    h.settle_all()
+    (output,) = h.outputs()
+    assert output["status"] == "error"
+    assert output["error"]["type"] == "BudgetExceeded"
+    assert "max_model_calls" in output["error"]["message"]
+    assert model.requests == 1

@@ -49,3 +49,16 @@ def test_at_the_bound_of_waiting_inputs_the_task_thread_waits_for_a_slot(tmp_pat
     h.settle_all()
     h.advance(5000)
     assert sorted(o["id"] for o in h.outputs()) == ["a-1", "b-1", "c-1"]
+
+
+def test_a_hot_keys_inputs_wait_within_the_bound_and_are_answered_in_order(
+    tmp_path: Path,
+) -> None:
+    h = harness(tmp_path, EchoTestModel(), max_in_flight=4, max_waiting_inputs=2)
+    peak = 0
+    for n in range(6):  # all behind the hot key's run: at the bound, its call is settled
+        h.send_input("hot", f"hot-{n}", f"h{n}")
+        peak = max(peak, h.engine._queue.waiting)
+    assert peak == 2
+    h.settle_all()
+    assert [o["id"] for o in h.outputs()] == [f"hot-{n}" for n in range(6)]
