@@ -71,17 +71,17 @@ class TopicLog:
     """Run id -> why one of its events could be read only as a bounded message."""
 
 
-def copied_messages(folder: Path) -> list[TopicMessage]:
+def copied_messages(folder: Path) -> Iterator[TopicMessage]:
     """The messages the copy job wrote to `folder` (JSON lines of `partition`, `offset` and
-    `value` in base64), in partition and offset order."""
-    messages = []
+    `value` in base64), one at a time: each partition's in offset order (readers of the log
+    order a run's events by their sequence, so partitions may interleave)."""
     for file in sorted(p for p in folder.rglob("*") if p.is_file() and p.name[0] not in "._"):
-        for line in file.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                value = None if row["value"] is None else base64.b64decode(row["value"])
-                messages.append(TopicMessage(row["partition"], row["offset"], value))
-    return sorted(messages, key=lambda m: (m.partition, m.offset))
+        with file.open(encoding="utf-8") as lines:
+            for line in lines:
+                if line.strip():
+                    row = json.loads(line)
+                    value = None if row["value"] is None else base64.b64decode(row["value"])
+                    yield TopicMessage(row["partition"], row["offset"], value)
 
 
 def write_topic_log(
