@@ -12,7 +12,7 @@ from engine_harness import EchoTestModel, EngineHarness
 from replay_runs import outcomes, record, replay
 
 from streamagents.jobs._eventlog_topic import EventMessages
-from streamagents.jobs.replay import recorded_runs, replay_lines
+from streamagents.jobs.replay import choose, recorded_runs, replay_lines
 from streamagents.jobs.topic_log import TopicLog, TopicMessage, write_topic_log
 from streamagents.serde import avro_single_object
 
@@ -60,6 +60,9 @@ def test_a_topic_copy_replays_with_zero_differences_and_the_offloaded_input_whol
     assert outcomes(replayed) == outcomes(recorded)  # zero differences
     [long_line] = [json.loads(x) for x in lines if json.loads(x)["id"] == "b-1"]
     assert long_line["text"] == LONG_TEXT  # the whole input, not the message's prefix
+    runs = recorded_runs([copied.path])  # the filters read the copy as they read files
+    assert [r.input_id for r in choose(runs, keys={"A"})] == ["a-1", "a-2"]
+    assert [r.input_id for r in choose(runs, since_ms=runs[1].timestamp_ms)] == ["b-1", "a-2"]
 
 
 def test_messages_that_are_not_event_log_messages_are_counted_and_skipped(
