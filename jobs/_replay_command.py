@@ -1,5 +1,8 @@
 """`streamagents replay`: a candidate spec's agent over the recorded inputs of an event log.
 
+The recorded runs come from event-log files (`--log`) or from the event-log topic
+(`--log-topic`, `--log-spec`: `streamagents.jobs._replay_topic`), whose messages are first
+copied into `recorded/` as an event-log file; from there both run the same way.
 The job is the one `run` builds from the candidate spec (same engine, same operator), with
 its source replaced by the recorded inputs (`streamagents.jobs.replay`) in per-key recorded
 order and every sink replaced by files under the output folder: `outputs/`,
@@ -17,6 +20,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -24,6 +28,12 @@ from typing import Any
 
 from streamagents.connectors.eventlog import DamagedFile, finalize_in_progress
 from streamagents.jobs._model_choice import demo_server, model_spec
+from streamagents.jobs._replay_topic import (
+    LogTopic,
+    add_topic_options,
+    copy_topic,
+    log_topic,
+)
 from streamagents.jobs.cluster import free_port, interpreter_first
 from streamagents.jobs.replay import (
     InputSource,
@@ -48,6 +58,7 @@ from streamagents.jobs.spec import (
     check_runnable,
     load_spec,
 )
+from streamagents.jobs.topic_log import TopicLog, copied_messages, write_topic_log
 
 __all__ = ["register", "replay_spec"]
 
@@ -62,7 +73,7 @@ def register(subparsers: Any) -> None:
         "replay's own event log go to files under --out (the spec's sinks are not used).",
     )
     replay.add_argument(
-        "--log", nargs="+", required=True, help="event-log files or folders (recorded runs)"
+        "--log", nargs="+", help="event-log files or folders (recorded runs), or the topic below"
     )
     replay.add_argument("--spec", required=True, help="the candidate job spec (YAML)")
     replay.add_argument("--out", required=True, help="folder for the replay's files (new)")
@@ -78,6 +89,7 @@ def register(subparsers: Any) -> None:
         help="JSONL file or folder of the original inputs, joined by input id, for runs whose "
         "input the log clipped (level standard) or does not hold",
     )
+    add_topic_options(replay)
     add_report_options(replay)
     replay.set_defaults(handler=_replay)
 
@@ -120,7 +132,7 @@ def _replay(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"invalid job spec:\n{exc}", file=sys.stderr)
         return 2
-    used = [n for n in ("outputs", "dead-letters", "eventlog") if (out / n).exists()]
+    used = [n for n in ("outputs", "dead-letters", "eventlog", "recorded") if (out / n).exists()]
     if used:
         print(f"replay: {out} already holds {', '.join(used)}; give a new folder", file=sys.stderr)
         return 2
@@ -131,12 +143,34 @@ def _replay(args: argparse.Namespace) -> int:
     if report_error is not None:
         print(f"replay: {report_error}", file=sys.stderr)
         return 2
-    damaged: list[DamagedFile] = []
     try:
-        runs = recorded_runs(args.log, damaged)
+        topic = log_topic(args)
         since = None if args.since is None else parse_time_ms(args.since)
         until = None if args.until is None else parse_time_ms(args.until)
-    except (FileNotFoundError, ValueError) as exc:
+    except ValueError as exc:  # LogTopicError among them
+        print(f"replay: {exc}", file=sys.stderr)
+        return 2
+    log_paths: list[str | Path] = list(args.log or [])
+    unreadable: dict[str, str] = {}
+    log_facts: Any = [str(Path(p).resolve()) for p in log_paths]
+    if topic is not None:
+        copied = _copy_topic(topic, out, args.media)
+        if copied is None:
+            return 1
+        log_paths, unreadable = [copied.path], copied.unreadable
+        log_facts = {
+            "topic": topic.topic,
+            "bootstrap_servers": topic.bootstrap_servers,
+            "copy": str(copied.path),
+            "messages": copied.messages,
+            "events": copied.events,
+            "offloaded_events": copied.offloaded,
+            "damaged_messages": [str(d) for d in copied.damaged],
+        }
+    damaged: list[DamagedFile] = []
+    try:
+        runs = recorded_runs(log_paths, damaged)
+    except FileNotFoundError as exc:
         print(f"replay: {exc}", file=sys.stderr)
         return 2
     for report in damaged:
@@ -144,14 +178,14 @@ def _replay(args: argparse.Namespace) -> int:
     keys = None if args.keys is None else {k for k in args.keys.split(",") if k}
     chosen = choose(runs, keys=keys, since_ms=since, until_ms=until, sample=args.sample)
     source = None if args.inputs_from is None else InputSource(args.inputs_from)
-    lines, left_out = replay_lines(chosen, source)
+    lines, left_out = replay_lines(chosen, source, unreadable)
     inputs.parent.mkdir(parents=True, exist_ok=True)
     inputs.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     (out / "not_replayable.jsonl").write_text(
         "".join(entry.json() + "\n" for entry in left_out), encoding="utf-8"
     )
     manifest = {
-        "log": [str(Path(p).resolve()) for p in args.log],
+        "log": log_facts,
         "spec": str(Path(args.spec).resolve()),
         "job": spec.name,
         "recorded_runs": len(runs),
@@ -182,7 +216,46 @@ def _replay(args: argparse.Namespace) -> int:
         return 0
     left = {entry.run_id for entry in left_out}
     replayed = {(run.key, run.input_id) for run in chosen if run.run_id not in left}
-    return report_with_options(args, args.log, [out / "eventlog"], out / "report", replayed)
+    return report_with_options(args, log_paths, [out / "eventlog"], out / "report", replayed)
+
+
+def _copy_topic(topic: LogTopic, out: Path, media_root: str | None) -> TopicLog | None:
+    """Copy the event-log topic into `out/recorded/` as an event-log file, reporting its
+    damaged messages; None (and why, printed) when the copy job failed."""
+    print(f"replay: copying the event log from {topic.describe()}", flush=True)
+    messages = out / "recorded" / "messages"
+    os.environ["PATH"] = interpreter_first(os.environ.get("PATH"))
+    try:
+        copy_topic(topic, messages)
+    except Exception as exc:  # the copy job's failure, reported with its root cause
+        cause = _root_cause(exc)
+        for secret in topic.properties.values():  # a client property may hold a password
+            cause = cause.replace(secret, "***") if len(secret) > 3 else cause
+        print(f"replay: the copy of {topic.describe()} failed: {cause}", file=sys.stderr)
+        return None
+    root = media_root if media_root is not None else topic.media_root
+    copied = write_topic_log(copied_messages(messages), out / "recorded", root)
+    shutil.rmtree(messages)
+    for report in copied.damaged:
+        print(f"replay: warning: damaged message in {topic.describe()}: {report}", file=sys.stderr)
+    if copied.damaged:
+        print(
+            f"replay: {len(copied.damaged)} damaged message(s); every other message was read",
+            file=sys.stderr,
+        )
+    print(
+        f"replay: {copied.messages} messages, {copied.events} events "
+        f"({copied.offloaded} read whole from the media store) in {copied.path}",
+        flush=True,
+    )
+    return copied
+
+
+def _root_cause(exc: Exception) -> str:
+    """The last `Caused by:` line of a Flink job's failure, else its first line."""
+    lines = str(exc).splitlines() or [type(exc).__name__]
+    causes = [line for line in lines if line.startswith("Caused by:")]
+    return causes[-1] if causes else lines[0]
 
 
 def _run_job(loaded: LoadedSpec) -> str | None:
@@ -202,9 +275,7 @@ def _run_job(loaded: LoadedSpec) -> str | None:
         try:
             env.execute(spec.name)
         except Exception as exc:  # the job's failure, reported with its root cause
-            lines = str(exc).splitlines() or [type(exc).__name__]
-            causes = [line for line in lines if line.startswith("Caused by:")]
-            return causes[-1] if causes else lines[0]
+            return _root_cause(exc)
     assert spec.event_log is not None and spec.event_log.path is not None
     finalize_in_progress(spec.event_log.path)
     return None

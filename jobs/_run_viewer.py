@@ -15,14 +15,13 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from streamagents.connectors.media import MediaStore
+from streamagents.connectors.media import MediaStore, store_root_of
 from streamagents.operators.telemetry.log_runs import runs_in_order
 from streamagents.serde.chat import ServerToolEvidence
 from streamagents.serde.event_payloads import (
@@ -104,14 +103,9 @@ class MediaSource:
     _stores: dict[str, MediaStore | None] = field(default_factory=dict)
 
     def _store(self, ref: MediaRef) -> MediaStore | None:
-        root = self.store_root
-        if root is None:  # the ref says where its store was: URI prefix + /sha256/xx/digest
-            suffix = f"/sha256/{ref.sha256[:2]}/{ref.sha256}"
-            if not ref.uri or not ref.uri.endswith(suffix):
-                return None
-            root = ref.uri[: -len(suffix)]
-            if root.startswith("file://") and not os.path.isdir(root[len("file://") :]):
-                return None
+        root = self.store_root if self.store_root is not None else store_root_of(ref)
+        if root is None:
+            return None
         if root not in self._stores:
             try:
                 self._stores[root] = MediaStore(root, verify_existing="size")

@@ -9,14 +9,15 @@ line with its input id and the two replay fields (`_replay_of`, `_replay_tools`,
 `streamagents.operators.agent.replay`). A run whose input the log clipped, or does not
 hold (a log older than schema v8), is read from the source the user names (`InputSource`,
 joined by input id) or reported as not replayable with the reason: it is never replayed
-from a prefix.
+from a prefix. Nor is a run the log holds only in part (an event of an event-log topic
+whose whole form the media store could not give): it is reported as not replayable.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -183,13 +184,19 @@ def _line_id(raw: str) -> str:
 
 
 def replay_lines(
-    runs: Iterable[RecordedRun], source: InputSource | None = None
+    runs: Iterable[RecordedRun],
+    source: InputSource | None = None,
+    unreadable: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[NotReplayable]]:
-    """The replay job's input lines, in the runs' order, and the runs left out with why."""
+    """The replay job's input lines, in the runs' order, and the runs left out with why:
+    among them the `unreadable` ones (run id -> why the log holds only part of the run)."""
     lines: list[str] = []
     left_out: list[NotReplayable] = []
     for run in runs:
-        line, reason = _input_line(run, source)
+        if unreadable and run.run_id in unreadable:
+            line, reason = None, unreadable[run.run_id]
+        else:
+            line, reason = _input_line(run, source)
         if line is None:
             left_out.append(NotReplayable(run.run_id, run.key, run.input_id, reason))
             continue
