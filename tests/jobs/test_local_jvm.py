@@ -1,6 +1,7 @@
 """The JVM a `run` starts early: its launch is under way while the command's modules are
-imported, with this interpreter first on its PATH (checked in a new process, as the command
-line runs, so this test process keeps its own environment and has no gateway)."""
+imported, with this interpreter first on its PATH and its quick compiler only (checked in
+a new process, as the command line runs, so this test process keeps its own environment
+and has no gateway)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from streamagents.jobs._local_jvm import quick_compiler
 
 BIN = str(Path(sys.executable).parent)
 
@@ -31,6 +34,8 @@ for thread in threading.enumerate():
         thread.join(300)
 import pyflink.java_gateway as gateway
 seen["jvm_path_first"] = gateway._gateway.jvm.java.lang.System.getenv("PATH").split(os.pathsep)[0]
+runtime = gateway._gateway.jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+seen["jvm_quick_compiler"] = "-XX:TieredStopAtLevel=1" in list(runtime.getInputArguments())
 print(json.dumps(seen))
 """
 
@@ -48,4 +53,12 @@ def test_run_launches_its_jvm_while_the_commands_load_with_this_python_first() -
         "launching_as_the_commands_load": True,
         "exit_code": 2,  # the spec is missing: refused as before
         "jvm_path_first": BIN,  # the JVM's thread-mode workers find this interpreter
+        "jvm_quick_compiler": True,  # C1 only: the optimising compiler's CPU is saved
     }
+
+
+def test_the_quick_compiler_is_added_to_jvm_args_unless_they_choose_the_compilers() -> None:
+    assert quick_compiler(None) == "-XX:TieredStopAtLevel=1"
+    assert quick_compiler("-Xmx2g") == "-Xmx2g -XX:TieredStopAtLevel=1"
+    assert quick_compiler("-Xmx2g -XX:TieredStopAtLevel=4") == "-Xmx2g -XX:TieredStopAtLevel=4"
+    assert quick_compiler("-XX:-TieredCompilation") == "-XX:-TieredCompilation"
