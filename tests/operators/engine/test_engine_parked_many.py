@@ -27,7 +27,7 @@ from streamagents.operators.engine import PortSnapshot
 RUNS = 1000
 FIRST = 20
 MAX_IN_FLIGHT = 16
-PARKED_RUN_BYTES = 1780
+PARKED_RUN_BYTES = 1970
 """bench_parked's figure for a support-desk run parked on one approval (docs/approvals.md)."""
 STATE_BOUND_PER_RUN = 2 * PARKED_RUN_BYTES
 """Serialized keyed state and timers a parked run may hold."""
