@@ -10,6 +10,7 @@ its maximum, pending processing-time timers are dropped), and takes `snapshot()`
 from __future__ import annotations
 
 import copy
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +111,8 @@ class InMemoryKeyedPort:
         self._values = taken.values
         self._maps = taken.maps
         self._timers = taken.timers
+        self._queued: list[DueTimer] = sorted(self._timers)
+        """The timers in timestamp order (a heap), with deleted ones left until they surface."""
         self._now = now_ms
         self._watermark = MIN_WATERMARK
         self._key: str | None = None
@@ -134,16 +137,21 @@ class InMemoryKeyedPort:
         return self._watermark
 
     def register_processing_timer(self, timestamp_ms: int) -> None:
-        self._timers.add(DueTimer(timestamp_ms, False, self.current_key()))
+        self._add(DueTimer(timestamp_ms, False, self.current_key()))
 
     def delete_processing_timer(self, timestamp_ms: int) -> None:
         self._timers.discard(DueTimer(timestamp_ms, False, self.current_key()))
 
     def register_event_timer(self, timestamp_ms: int) -> None:
-        self._timers.add(DueTimer(timestamp_ms, True, self.current_key()))
+        self._add(DueTimer(timestamp_ms, True, self.current_key()))
 
     def delete_event_timer(self, timestamp_ms: int) -> None:
         self._timers.discard(DueTimer(timestamp_ms, True, self.current_key()))
+
+    def _add(self, timer: DueTimer) -> None:
+        if timer not in self._timers:
+            self._timers.add(timer)
+            heapq.heappush(self._queued, timer)
 
     # -- driving it -----------------------------------------------------------------------
 
@@ -170,18 +178,29 @@ class InMemoryKeyedPort:
     def next_due(self) -> DueTimer | None:
         """Remove and return the earliest timer that is due, making its key current; a
         processing-time timer is due at the clock, an event-time one at the watermark."""
-        due = [
-            t
-            for t in self._timers
-            if (t.event_time and t.timestamp_ms <= self._watermark)
-            or (not t.event_time and not self.ended and t.timestamp_ms <= self._now)
-        ]
-        if not due:
+        waiting: list[DueTimer] = []  # registered timers passed over: not due yet
+        found = None
+        while self._queued:
+            timer = heapq.heappop(self._queued)
+            if timer not in self._timers:
+                continue  # deleted
+            if timer.event_time:
+                due = timer.timestamp_ms <= self._watermark
+            else:
+                due = not self.ended and timer.timestamp_ms <= self._now
+            if due:
+                found = timer
+                break
+            waiting.append(timer)
+            if timer.timestamp_ms > max(self._now, self._watermark):
+                break  # every later timer is later still
+        for timer in waiting:
+            heapq.heappush(self._queued, timer)
+        if found is None:
             return None
-        timer = min(due)
-        self._timers.discard(timer)
-        self._key = timer.key
-        return timer
+        self._timers.discard(found)
+        self._key = found.key
+        return found
 
     def timers(self) -> set[DueTimer]:
         """Every timer still registered."""
