@@ -18,6 +18,8 @@ from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.providers import ChatModel, RateLimits, create_model
 from streamagents.serde.messages import ChatMessage
 
+pytestmark = pytest.mark.alone  # rates over one-second windows: a busy second worker skews them
+
 WINDOW_S = 1.0
 QUOTA = 10
 """Requests per window the double answers."""
