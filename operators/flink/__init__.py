@@ -12,8 +12,7 @@ streams.outputs.sink_to(...); streams.events.sink_to(...); streams.dead_letters.
 
 from __future__ import annotations
 
-import functools
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from pyflink.common import Configuration, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
@@ -53,28 +52,14 @@ __all__ = [
 E = TypeVar("E", Configuration, StreamExecutionEnvironment)
 
 
-class AgentStreams:
+class AgentStreams(NamedTuple):
     """The streams of an agent: output records, event-log records, dead letters, and the
-    approval requests of tool calls that wait for a person's decision.
+    approval requests of tool calls that wait for a person's decision."""
 
-    PyFlink reads a side output through a Python map of its own, which every subtask opens
-    whether or not anything consumes it: `events` and `approval_requests` add theirs to the
-    job only when asked for (a job that writes its event log from the function, or has no
-    approvals, runs without them)."""
-
-    def __init__(self, outputs: DataStream, dead_letters: DataStream) -> None:
-        self.outputs = outputs
-        self.dead_letters = dead_letters
-
-    @functools.cached_property
-    def events(self) -> DataStream:
-        """Event-log records (empty when the function writes the event log itself)."""
-        return self.outputs.get_side_output(EVENTS_TAG)
-
-    @functools.cached_property
-    def approval_requests(self) -> DataStream:
-        """Approval requests of parked tool calls."""
-        return self.outputs.get_side_output(APPROVAL_REQUESTS_TAG)
+    outputs: DataStream
+    events: DataStream
+    dead_letters: DataStream
+    approval_requests: DataStream
 
 
 def configure_environment(env_or_config: E) -> E:
@@ -131,4 +116,9 @@ def agent_stream(
     dead_letters = parsed.get_side_output(DEAD_LETTERS_TAG).union(
         outputs.get_side_output(DEAD_LETTERS_TAG)
     )
-    return AgentStreams(outputs, dead_letters)
+    return AgentStreams(
+        outputs,
+        outputs.get_side_output(EVENTS_TAG),
+        dead_letters,
+        outputs.get_side_output(APPROVAL_REQUESTS_TAG),
+    )
