@@ -26,6 +26,10 @@ from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.jobs.cluster import StandaloneCluster, rest_call
 from streamagents.jobs.examples.demo_responder import respond
 
+# Each test starts a standalone cluster (three JVMs, ready within 120 s) through the CLI:
+# on a machine another worker keeps busy that start can time out, so they run alone.
+pytestmark = pytest.mark.alone
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "jobs" / "examples"
 CLI = str(Path(sys.executable).parent / "streamagents")
 
