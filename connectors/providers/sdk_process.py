@@ -10,7 +10,11 @@ come back as the same classes with the same facts (`_worker_frames`), so runs, r
 dead letters read as they do in-process.
 
 The worker starts at `prepare()` or the first call, and is attached to the event loop of
-the first call. When it dies, the calls
+the first call. `prepare()` waits until the worker has loaded the model the first time this
+process loads that kind of model (so a model that cannot load fails an operator's `open`);
+after that (a job restarted on a TaskManager that ran it) it returns at once and the first
+calls wait for the worker, so a restarted task runs, and checkpoints, while it starts. When
+it dies, the calls
 it had are sent once more to a new worker; a call whose second worker died too fails with
 `ConnectionFailed`. The worker exits when this model is closed or its process dies.
 
@@ -56,6 +60,10 @@ _LOG = logging.getLogger(__name__)
 _CLOSE_WAIT_S = 5.0
 _READY_WAIT_S = 120.0
 
+_loaded: set[tuple[str, str]] = set()
+"""The (interpreter, model class) pairs a worker of this process has loaded: what can fail
+to load in a worker (an import, the SDK) is known to work for them."""
+
 
 def wants_worker(sdk_process: bool | None, cores: int | None = None) -> bool:
     """Whether a model's SDK runs in a worker process: as `sdk_process` says, or when it is
@@ -90,18 +98,21 @@ class _Worker:
         self.attaching: asyncio.Future[None] | None = None
         self._next_id = 0
 
-    def wait_ready(self, timeout_s: float) -> None:
+    def wait_ready(self, timeout_s: float) -> bool:
         """Block until the worker has loaded its model (reading its ready frame before the
-        pipes are attached to a loop); raise what it failed with, or say it exited. After
-        `timeout_s` it goes on: the first calls then wait for the worker."""
+        pipes are attached to a loop) and say whether it did; raise what it failed with, or
+        say it exited. After `timeout_s` it goes on (False): the first calls then wait for
+        the worker."""
         if self.ready or self.loop is not None:
-            return
+            return self.ready
         first = self._first_frame(time.monotonic() + timeout_s)
         if first is None:
             _LOG.warning("the SDK worker is not ready after %.0f s; going on", timeout_s)
-        elif first[0] == ERROR:
+            return False
+        if first[0] == ERROR:
             raise error_from_json(first[1])
         self.ready = True  # a ready frame that comes later goes to the reader, which skips it
+        return True
 
     def _first_frame(self, deadline: float) -> tuple[bytes, bytes] | None:
         """The worker's first frame (kind, payload), read before it is attached to a loop;
@@ -267,12 +278,15 @@ class SdkProcessModel(ChatModel):
         return blobs(items)
 
     def prepare(self) -> None:
-        """Start the worker now and wait until it has loaded the model (it imports the
-        SDKs: one to a few seconds), so no call waits for it and no run's time is spent
-        on it; raise what loading failed with (a module missing, say)."""
+        """Start the worker now. The first time this process loads this kind of model, wait
+        until the worker has (it imports the SDKs: one to a few seconds), so no call waits
+        for it and loading's error (a module missing, say) is raised here; later (an
+        operator restarted in this process) return at once: the first calls wait for it."""
         if self._worker is None or self._worker.exited is not None:
             self._worker = _Worker(self._python, self._setup)
-        self._worker.wait_ready(_READY_WAIT_S)
+        kind = (self._python, f"{type(self.model).__module__}.{type(self.model).__qualname__}")
+        if kind not in _loaded and self._worker.wait_ready(_READY_WAIT_S):
+            _loaded.add(kind)
 
     async def _running(self) -> _Worker:
         """The worker, started if there is none or it exited, attached to this loop."""

@@ -56,7 +56,8 @@ def test_clusters_the_product_starts_notice_a_lost_taskmanager_within_seconds(
     tmp_path: Path,
 ) -> None:
     """`cluster start` and the docker compose cluster write the same failure-detection
-    settings (Flink's defaults take ~20 s to notice a `kill -9`, 50 s a hung process)."""
+    settings: a `kill -9` noticed within about a second (Flink's defaults take ~20 s, 50 s
+    for a hung process)."""
     cluster = StandaloneCluster(tmp_path / "cluster")
     cluster.write_configuration()
     for key, value in FAILURE_DETECTION.items():
@@ -65,7 +66,7 @@ def test_clusters_the_product_starts_notice_a_lost_taskmanager_within_seconds(
     properties = yaml.safe_load(compose["x-flink"]["environment"]["FLINK_PROPERTIES"])
     assert {key: properties[key] for key in FAILURE_DETECTION} == FAILURE_DETECTION
     noticed_s = FAILURE_DETECTION["heartbeat.interval"] / 1000
-    assert noticed_s * FAILURE_DETECTION["heartbeat.rpc-failure-threshold"] <= 3
+    assert noticed_s * FAILURE_DETECTION["heartbeat.rpc-failure-threshold"] <= 1
 
 
 def test_clusters_the_product_starts_restart_a_job_at_once_on_a_free_slot(

@@ -35,13 +35,15 @@ class CountingTestModel:
     """Gemini test-double responder: answers `answered <id>` after `latency_s`, counting calls.
 
     The input id is read from the last user text `input <id> ...`; `calls` counts calls per
-    id (a count above one is a call made again after a failure) and `first_answer` keeps
-    the moment each id was first answered."""
+    id (a count above one is a call made again after a failure), `first_answer` keeps
+    the moment each id was first answered and `answered_at` the wall-clock time (epoch
+    seconds, as Flink's timestamps) of every answer."""
 
     def __init__(self, latency_s: float) -> None:
         self.latency_s = latency_s
         self.calls: Counter[str] = Counter()
         self.first_answer: dict[str, float] = {}
+        self.answered_at: list[float] = []
         self._lock = threading.Lock()
 
     def __call__(self, request: RecordedRequest) -> StubReply:
@@ -61,6 +63,7 @@ class CountingTestModel:
         with self._lock:
             self.calls[input_id] += 1
             self.first_answer.setdefault(input_id, time.monotonic())
+            self.answered_at.append(time.time())
         return StubReply(text_reply(f"answered {input_id}"))
 
     @property
@@ -251,6 +254,18 @@ class BacklogWatch:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"not done in {timeout_s}s: {now}")
             time.sleep(0.5)
+
+    def restored_checkpoint(self) -> tuple[int, float, float] | None:
+        """The checkpoint the job last restored: its id, when it was triggered and when it
+        was restored (epoch seconds); None if the job has not restored one."""
+        try:
+            reply = rest_call(self.address, f"/jobs/{self.job_id}/checkpoints", timeout_s=10)
+            restored = reply["latest"]["restored"]
+            checkpoint = int(restored["id"])
+            triggered = self.checkpoints[checkpoint]["trigger_timestamp"]
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+            return None
+        return checkpoint, triggered / 1000, restored["restore_timestamp"] / 1000
 
     def completed_checkpoints(self) -> list[dict[str, Any]]:
         """The completed checkpoints, in id order, as the REST API gives them."""

@@ -28,6 +28,7 @@ from streamagents.connectors.providers import (
     RateLimits,
     RetryPolicy,
     create_model,
+    sdk_process,
 )
 from streamagents.connectors.providers.sdk_process import SdkProcessModel, wants_worker
 from streamagents.serde.chat import ChatResponse, ToolSpec
@@ -272,6 +273,31 @@ def test_a_prepared_worker_takes_the_first_call(stub: LoopbackStubServer) -> Non
             await model.aclose()
 
     assert asyncio.run(scenario()) == prepared
+
+
+def test_prepare_waits_for_a_kind_of_model_once_per_process(
+    stub: LoopbackStubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first `prepare` of a kind of model waits until its worker has loaded it; a later
+    one (an operator restarted on a TaskManager that ran it) returns at once, so the task
+    runs and checkpoints while the worker starts, and its first call waits for the worker."""
+    monkeypatch.setattr(sdk_process, "_loaded", set())  # as in a new TaskManager
+    first = SdkProcessModel(create_model("gemini", "m", api_key="k", base_url=stub.url))
+    first.prepare()
+    assert first._worker is not None and first._worker.ready
+    again = SdkProcessModel(create_model("gemini", "m", api_key="k", base_url=stub.url))
+    again.prepare()
+    assert again._worker is not None and not again._worker.ready
+    stub.script(GEMINI_TOOL_CALL)
+
+    async def scenario() -> ChatResponse:
+        try:
+            return await again.achat([ChatMessage.user("hi")])
+        finally:
+            await again.aclose()
+            await first.aclose()
+
+    assert asyncio.run(scenario()).message.tool_calls[0].name == "lookup"
 
 
 def test_a_model_the_worker_cannot_load_fails_prepare_naming_why(
