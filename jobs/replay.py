@@ -156,14 +156,17 @@ def choose(
 
 class InputSource:
     """Input lines from JSONL files, by input id: a line's `id`, or for a line without one
-    the sha256 of the line (the input id `<sha256>-<n>` the engine gave it starts with it)."""
+    the sha256 of the line (the input id `<sha256>-<n>` the engine gave it starts with it).
+
+    Bytes that are not UTF-8 become replacement characters, as the file source gave them to
+    the job; a line that is not a JSON object (too deep, not JSON) is found by its sha256."""
 
     def __init__(self, path: str | Path) -> None:
         root = Path(path)
         files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
         self._lines: dict[str, str] = {}
         for file in files:
-            for raw in file.read_text(encoding="utf-8").splitlines():
+            for raw in file.read_bytes().decode("utf-8", errors="replace").splitlines():
                 if raw.strip():
                     self._lines.setdefault(_line_id(raw), raw)
 
@@ -178,7 +181,7 @@ class InputSource:
 def _line_id(raw: str) -> str:
     try:
         given = json.loads(raw).get("id")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         given = None
     return given if isinstance(given, str) and given else hashlib.sha256(raw.encode()).hexdigest()
 
@@ -202,7 +205,7 @@ def replay_lines(
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             obj = None
         if not isinstance(obj, dict):
             reason = "its input record is not a JSON object"

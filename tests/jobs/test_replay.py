@@ -3,6 +3,7 @@ run again, as `streamagents replay` does it (the job itself: tests/e2e/test_run_
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -12,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from replay_runs import CALLS, outcomes, record, replay, write_log
 
-from streamagents.jobs.replay import RecordedRun, choose, parse_time_ms, recorded_runs
+from streamagents.jobs.replay import (
+    InputSource,
+    RecordedRun,
+    choose,
+    parse_time_ms,
+    recorded_runs,
+)
 
 LINES = [
     ("A", json.dumps({"id": "a-1", "key": "A", "text": "tool:lookup O-1"})),
@@ -165,3 +172,24 @@ def test_keys_and_a_time_range_choose_runs(tmp_path: Path) -> None:
         "run-7",
     ]
     assert parse_time_ms("2026-12-02T00:00:00Z") == parse_time_ms("1796169600000")
+
+
+def test_a_hostile_inputs_source_loads_and_still_joins_its_good_lines(tmp_path: Path) -> None:
+    deep = '{"key": "k", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    huge = json.dumps({"id": "huge-1", "key": "k", "text": "x" * 2_000_000})
+    lines = [
+        b'{"id": "ok-1", "key": "k", "text": "hi"}',
+        b'{"id": "bad-utf8", "key": "k", "text": "\xff\xfe caf\xe9"}',
+        deep.encode(),
+        b'{"id": "nan-1", "key": "k", "score": NaN}',
+        b"not json at all",
+        huge.encode(),
+    ]
+    (tmp_path / "inputs.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    source = InputSource(tmp_path / "inputs.jsonl")
+    assert source.line("ok-1") == lines[0].decode()
+    assert "\ufffd" in (source.line("bad-utf8") or "")
+    assert source.line(hashlib.sha256(deep.encode()).hexdigest() + "-0") == deep
+    assert source.line("nan-1") == lines[3].decode()
+    assert source.line(hashlib.sha256(b"not json at all").hexdigest() + "-0") == "not json at all"
+    assert source.line("huge-1") == huge
