@@ -59,6 +59,7 @@ from streamagents.jobs.spec import (
     load_spec,
 )
 from streamagents.jobs.topic_log import TopicLog, copied_messages, write_topic_log
+from streamagents.serde.safe_text import scrub
 
 __all__ = ["register", "replay_spec"]
 
@@ -228,9 +229,7 @@ def _copy_topic(topic: LogTopic, out: Path, media_root: str | None) -> TopicLog 
     try:
         copy_topic(topic, messages)
     except Exception as exc:  # the copy job's failure, reported with its root cause
-        cause = _root_cause(exc)
-        for secret in topic.properties.values():  # a client property may hold a password
-            cause = cause.replace(secret, "***") if len(secret) > 3 else cause
+        cause = scrub(_root_cause(exc), topic.properties.values())  # a password, say
         print(f"replay: the copy of {topic.describe()} failed: {cause}", file=sys.stderr)
         return None
     root = media_root if media_root is not None else topic.media_root
