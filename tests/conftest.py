@@ -23,19 +23,14 @@ _RELIABILITY = _TESTS / "reliability"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the Kafka folder `e2e` and the reliability folder `reliability` and `e2e`, and give
-    every `e2e` test its module as xdist group, so that under `-n 2 --dist loadgroup` a
-    module's job (its module fixture) runs once, on one worker, while the fast tests spread
-    over both (a session fixture such as the Kafka broker starts once on each worker that
-    needs it)."""
+    """Mark the Kafka folder `e2e` and the reliability folder `reliability` and `e2e`, before
+    `-m` selects on the marks."""
     for item in items:
         if _KAFKA in item.path.parents:
             item.add_marker(pytest.mark.e2e)
         if _RELIABILITY in item.path.parents:
             item.add_marker(pytest.mark.reliability)
             item.add_marker(pytest.mark.e2e)
-        if item.get_closest_marker("e2e") is not None:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 @pytest.fixture
