@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from doubles import ScriptedTestModel, answer, calls, calls_reply, drive, function_responses
 from mcp_media_server import PDF, PNG, WAV
-from provider_wire import blob_bytes, snake
+from provider_wire import blob_bytes, snake, wire_bytes
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.mcp_servers import McpServer
@@ -76,12 +76,16 @@ def on_wire(
     media: ToolRegistry, store: MediaStore, provider: str, stub: LoopbackStubServer
 ) -> AgentRuntime:
     """A runtime over `provider`'s real SDK against the stub, with the MCP tools."""
-    base_url = stub.url if provider == "gemini" else f"{stub.url}/v1"
+    gemini = provider.startswith("gemini")
     config = AgentConfig(
         model=ModelSpec(
             provider=provider,
-            model="gemini-3-pro" if provider == "gemini" else "gpt-test",
-            options={"api_key": "test-key", "base_url": base_url, "max_retries": 0},
+            model="gemini-3-pro" if gemini else "gpt-test",
+            options={
+                "api_key": "test-key",
+                "base_url": stub.url if gemini else f"{stub.url}/v1",
+                "max_retries": 0,
+            },
         ),
         media_store=store.root,
     )
@@ -120,7 +124,9 @@ def test_a_tool_outside_the_allow_list_is_never_offered_and_its_call_is_refused(
     assert "deleted" not in result.content
 
 
-@pytest.mark.parametrize("provider", ["gemini", "openai", "openai-responses"])
+@pytest.mark.parametrize(
+    "provider", ["gemini", "gemini-interactions", "openai", "openai-responses"]
+)
 def test_an_mcp_png_reaches_the_model_on_every_wire(
     media: ToolRegistry, store: MediaStore, stub: LoopbackStubServer, provider: str
 ) -> None:
@@ -128,6 +134,11 @@ def test_an_mcp_png_reaches_the_model_on_every_wire(
     if provider == "gemini":
         first: dict[str, Any] = calls_reply((name, arguments))
         last: dict[str, Any] = {"candidates": [{"content": {"parts": [{"text": "A cat."}]}}]}
+    elif provider == "gemini-interactions":
+        step = {"type": "function_call", "id": "call-0", "name": name, "arguments": arguments}
+        first = {"id": "int-1", "status": "requires_action", "steps": [step]}
+        output = {"type": "model_output", "content": [{"type": "text", "text": "A cat."}]}
+        last = {"id": "int-2", "status": "completed", "steps": [output]}
     elif provider == "openai":
         call = {"id": "call-0", "type": "function", "function": {"name": name}}
         call["function"]["arguments"] = json.dumps(arguments)
@@ -151,6 +162,13 @@ def test_an_mcp_png_reaches_the_model_on_every_wire(
         assert response["response"] == {"result": "picture from north"}
         [blob] = [p["inline_data"] for p in response["parts"]]
         assert blob["mime_type"] == "image/png" and blob_bytes(blob) == PNG
+    elif provider == "gemini-interactions":
+        [result] = [s for s in body["input"] if s["type"] == "function_result"]
+        assert (result["call_id"], result["name"]) == ("call-0", name)
+        text, image = result["result"]
+        assert text == {"type": "text", "text": "picture from north"}
+        assert (image["type"], image["mime_type"]) == ("image", "image/png")
+        assert wire_bytes(image["data"]) == PNG
     elif provider == "openai":
         messages = body["messages"]
         assert messages[2] == {
