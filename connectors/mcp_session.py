@@ -31,6 +31,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
+from pydantic import ValidationError
 
 from streamagents.connectors.mcp_servers import McpServer, McpStdio
 from streamagents.serde.safe_text import clip, scrub
@@ -50,7 +51,15 @@ def _described(exc: BaseException, secrets: Sequence[str]) -> str:
     """`exc` as one line for an error or a log, without secrets or payloads."""
     while len(getattr(exc, "exceptions", ())) == 1:  # an exception group of one
         exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    detail = exc.message if isinstance(exc, MCPError) else str(exc)
+    if isinstance(exc, MCPError):
+        detail = exc.message
+    elif isinstance(exc, ValidationError):  # its str shows the values: a reply's media
+        problems = exc.errors(include_input=False, include_url=False)
+        detail = f"the reply is not a valid {exc.title}: " + "; ".join(
+            f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}" for error in problems[:3]
+        )
+    else:
+        detail = str(exc)
     text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
     return clip(scrub(text, secrets), 300)
 

@@ -3,20 +3,22 @@
 `python mcp_media_server.py stdio` serves on stdin/stdout; `python mcp_media_server.py http
 PORT TOKEN` serves streamable HTTP on 127.0.0.1:PORT at /mcp and answers 401 to a request
 whose `Authorization` header is not `Bearer TOKEN`. Its tools return every kind of MCP
-content (text, a PNG, audio, embedded resources, a resource link, an error), and two
-misbehave on purpose: `crash` ends the process, `hang` never answers.
+content (text, a PNG, audio, embedded resources, a resource link, an error), and three
+misbehave on purpose: `crash` ends the process, `hang` never answers, `garble` answers
+with a reply that is not a tool result (over stdio).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sys
 import time
 from typing import Any
 
 import mcp_types as types
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Audio
 
@@ -30,6 +32,9 @@ PDF = b"%PDF-1.4\n% streamagents test manual\n%%EOF\n"
 """The PDF bytes `manual` embeds."""
 
 server = MCPServer("media")
+
+_wire: list[int] = []
+"""A duplicate of stdout taken before the SDK diverts it (stdio only): `garble` writes there."""
 
 
 @server.tool()
@@ -100,6 +105,18 @@ def hang() -> str:
 
 
 @server.tool()
+def garble(ctx: Context) -> str:
+    """Answers its call, on stdout past the SDK, with a result that is not a tool result
+    (the PNG as an image without a mime type), then never answers again (stdio only)."""
+    request_id: int | str = int(ctx.request_id) if ctx.request_id.isdigit() else ctx.request_id
+    image = {"type": "image", "data": base64.b64encode(PNG).decode()}
+    reply = {"jsonrpc": "2.0", "id": request_id, "result": {"content": [image]}}
+    os.write(_wire[0], json.dumps(reply).encode() + b"\n")
+    while True:
+        time.sleep(1)
+
+
+@server.tool()
 def delete_everything() -> str:
     """A tool no agent should be offered."""
     return "deleted"
@@ -124,6 +141,7 @@ def _http_app(token: str) -> Any:
 def main() -> None:
     """Serve over the transport the command line names."""
     if sys.argv[1] == "stdio":
+        _wire.append(os.dup(1))
         server.run("stdio")
         return
     import uvicorn

@@ -259,12 +259,13 @@ def _sha256(data: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def flaky(store: MediaStore) -> Iterator[ToolRegistry]:
-    """A stdio server whose `crash` tool ends its process and whose `hang` never answers;
-    restarts after 0.2 s, a call may take 4 s once the server is up."""
+    """A stdio server whose `crash` tool ends its process, whose `hang` never answers and
+    whose `garble` answers with what is not a tool result; restarts after 0.2 s, a call may
+    take 4 s once the server is up."""
     server = {
         "name": "flaky",
         "transport": STDIO,
-        "allow": ["snapshot", "crash", "hang"],
+        "allow": ["snapshot", "crash", "hang", "garble"],
         "call_timeout_s": 4,
         "restart_backoff_s": 0.2,
     }
@@ -279,8 +280,8 @@ def _sessions_restarts(registry: ToolRegistry) -> int:
     return tool.func.sessions.restarts("flaky")  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("failing", ["crash", "hang"])
-def test_a_crashing_or_hanging_server_gives_an_error_result_and_later_calls_work(
+@pytest.mark.parametrize("failing", ["crash", "hang", "garble"])
+def test_a_crashing_hanging_or_garbling_server_gives_an_error_result_and_later_calls_work(
     flaky: ToolRegistry, store: MediaStore, failing: str
 ) -> None:
     restarts = _sessions_restarts(flaky)
@@ -298,6 +299,11 @@ def test_a_crashing_or_hanging_server_gives_an_error_result_and_later_calls_work
     assert failed.is_error and "MCP server 'flaky'" in failed.content
     if failing == "hang":
         assert "did not answer 'hang' within 4 s" in failed.content
+    if failing == "garble":
+        assert "failed on 'garble'" in failed.content
+        sent = base64.b64encode(PNG).decode()
+        assert sent[:16] not in failed.content and sent[-16:] not in failed.content
+        assert "not a valid CallToolResult" in failed.content
     after = tool_results(runtime, 2)[-1]
     assert not after.is_error and after.parts[0].text == "picture from after"
     assert _sessions_restarts(flaky) > restarts
