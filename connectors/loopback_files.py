@@ -8,8 +8,9 @@
   `X-Goog-Upload-Status: final`); `GET /{version}/files/{id}` (`files.get`);
 - OpenAI's `POST /v1/files` (multipart: `purpose` and `file`);
 - a model request that refers to a file it does not hold, or holds past its expiry, with
-  the provider's refusal (Gemini 403 PERMISSION_DENIED, OpenAI 404); every other request
-  goes to `generate`.
+  the provider's refusal (Gemini 403 PERMISSION_DENIED, or 404 NOT_FOUND with
+  `gemini_refusal=404`, both of which the Gemini API answers; OpenAI 404); every other
+  request goes to `generate`.
 
 A Gemini file is `PROCESSING` when uploaded and for its first `processing_gets`
 `files.get`s (none by default: `ACTIVE` at once), then `ACTIVE`;
@@ -60,10 +61,14 @@ class ProviderFilesDouble:
         generate: Responder,
         expires_in_s: float | None = 48 * 3600.0,
         processing_gets: int = 0,
+        gemini_refusal: int = 403,
     ) -> None:
+        if gemini_refusal not in (403, 404):
+            raise ValueError("gemini_refusal is 403 or 404")
         self._generate = generate
         self.expires_in_s = expires_in_s
         self.processing_gets = processing_gets
+        self.gemini_refusal = gemini_refusal
         self._lock = threading.Lock()
         self.files: dict[str, StoredFile] = {}
         self.uploads: list[StoredFile] = []
@@ -76,6 +81,12 @@ class ProviderFilesDouble:
         """Forget a file, as the provider does when it is deleted or expires."""
         with self._lock:
             self.files.pop(name, None)
+
+    def expire(self, name: str) -> None:
+        """Let a held file's expiry pass now, sooner than the expiry its upload announced
+        (the provider's clock ahead of ours): a request referring to it is refused."""
+        with self._lock:
+            self.files[name].expires_at = time.time() - 1.0
 
     def __call__(self, request: RecordedRequest) -> StubReply:
         path, _, query = request.path.partition("?")
@@ -174,17 +185,17 @@ class ProviderFilesDouble:
         with self._lock:
             for uri in _GEMINI_URI.findall(text):
                 name = uri.removeprefix(GEMINI_FILE_URI)
-                stored = self.files.get(name)
-                expired = stored is not None and stored.expires_at is not None
-                expired = expired and stored.expires_at <= now
-                if stored is None or expired or self.refuse_all:
+                if not self._held(name, now) or self.refuse_all:
                     self.refused.append(name)
+                    if self.gemini_refusal == 404:
+                        message = f"File {name} was not found."
+                        return StubReply(_error(404, "NOT_FOUND", message), 404)
                     message = (
                         f"You do not have permission to access the File {name} or it may not exist."
                     )
                     return StubReply(_error(403, "PERMISSION_DENIED", message), 403)
             for file_id in _OPENAI_FILE_ID.findall(text):
-                if file_id not in self.files or self.refuse_all:
+                if not self._held(file_id, now) or self.refuse_all:
                     self.refused.append(file_id)
                     body = {
                         "error": {
@@ -196,6 +207,11 @@ class ProviderFilesDouble:
                     }
                     return StubReply(body, 404)
         return None
+
+    def _held(self, name: str, now: float) -> bool:
+        """Whether the file is held and not past its expiry (called under the lock)."""
+        stored = self.files.get(name)
+        return stored is not None and (stored.expires_at is None or now < stored.expires_at)
 
 
 def _error(code: int, status: str, message: str) -> dict[str, Any]:

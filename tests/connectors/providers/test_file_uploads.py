@@ -179,6 +179,49 @@ def test_a_refused_file_is_uploaded_again_once_and_the_call_retried(
     assert "files/stub-2" in json.dumps(model_calls(server)[-1].json)
 
 
+def test_openai_expires_at_is_honoured_a_file_near_its_expiry_is_uploaded_again(
+    server: LoopbackStubServer, files: ProviderFilesDouble, store: MediaStore
+) -> None:
+    files.expires_in_s = 60.0  # the Files API's expires_at, inside the margin
+    chat = model("openai-responses", server, store)
+    asyncio.run(turns(chat, [image_turn(store, BIG, "one"), image_turn(store, BIG, "two")]))
+    assert [u.name for u in files.uploads] == ["file-stub1", "file-stub2"]
+    sent = [r.json["input"][0]["content"][1]["file_id"] for r in model_calls(server)]
+    assert sent == ["file-stub1", "file-stub2"]
+    assert files.refused == []
+
+
+@pytest.mark.parametrize(
+    ("provider", "refusal"),
+    [("gemini", 403), ("gemini", 404), ("openai-responses", 404)],
+)
+def test_a_file_refused_as_expired_is_uploaded_again_once_and_the_call_retried(
+    server: LoopbackStubServer,
+    files: ProviderFilesDouble,
+    store: MediaStore,
+    provider: str,
+    refusal: int,
+) -> None:
+    files.gemini_refusal = refusal
+    chat = model(provider, server, store)
+    first = "files/stub-1" if provider == "gemini" else "file-stub1"
+    second = "files/stub-2" if provider == "gemini" else "file-stub2"
+
+    async def scenario() -> None:
+        await chat.achat(image_turn(store, BIG, "one"))
+        files.expire(first)  # held, but past its expiry sooner than announced
+        answer = await chat.achat(image_turn(store, BIG, "two"))
+        assert answer.message.content == "ok"
+        await chat.aclose()
+
+    asyncio.run(scenario())
+    assert files.refused == [first]
+    assert [u.name for u in files.uploads] == [first, second]
+    refused, retried = model_calls(server)[-2:]
+    assert first in refused.body.decode() and second not in refused.body.decode()
+    assert second in retried.body.decode() and first not in retried.body.decode()
+
+
 def test_a_second_refusal_fails_the_call_as_a_provider_error_without_bytes_or_key(
     server: LoopbackStubServer, files: ProviderFilesDouble, store: MediaStore
 ) -> None:
