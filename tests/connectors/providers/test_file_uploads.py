@@ -20,7 +20,7 @@ from streamagents.connectors.media import MediaStore
 from streamagents.connectors.provider_files import ProviderFileIndex
 from streamagents.connectors.providers import BadRequest, ChatModel, create_model
 from streamagents.connectors.providers.file_uploads import UploadMedia
-from streamagents.serde.messages import ChatMessage, DocumentPart, ImagePart, TextPart
+from streamagents.serde.messages import ChatMessage, DocumentPart, ImagePart, TextPart, ToolCall
 
 GEMINI_OK = {"candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
 RESPONSES_OK = {
@@ -249,6 +249,49 @@ def test_responses_sends_uploaded_images_and_pdfs_by_file_id(
         assert content[1:] == [
             {"type": "input_image", "file_id": uploaded[BIG][1], "detail": "auto"},
             {"type": "input_file", "file_id": uploaded[PDF][1]},
+        ]
+
+
+def tool_turn(store: MediaStore, data: bytes) -> list[ChatMessage]:
+    """A call of a camera tool whose result holds a stored image, as the runtime keeps it."""
+    call = ToolCall(id="call-1", name="camera", arguments={"name": "north"})
+    image = ImagePart(mime_type="image/png", ref=store.put(data, "image/png"))
+    return [
+        ChatMessage.user("what does north see?"),
+        ChatMessage(role="assistant", tool_calls=[call]),
+        ChatMessage(
+            role="tool",
+            tool_call_id="call-1",
+            name="camera",
+            parts=[TextPart(text="picture from north"), image],
+        ),
+    ]
+
+
+@pytest.mark.parametrize("provider", ["gemini", "openai-responses"])
+def test_an_uploaded_image_in_a_tool_result_is_sent_by_reference_inside_the_result(
+    server: LoopbackStubServer, files: ProviderFilesDouble, store: MediaStore, provider: str
+) -> None:
+    asyncio.run(turns(model(provider, server, store), [tool_turn(store, BIG)]))
+    [uploaded] = files.uploads
+    assert uploaded.data == BIG
+    [call] = model_calls(server)
+    assert len(call.body) < 3000  # the 300 KB image is not in it
+    if provider == "gemini":
+        response = call.json["contents"][2]["parts"][0]
+        response = response.get("functionResponse") or response["function_response"]
+        [part] = response["parts"]
+        data = part.get("fileData") or part.get("file_data")
+        assert data in (
+            {"fileUri": GEMINI_FILE_URI + uploaded.name, "mimeType": "image/png"},
+            {"file_uri": GEMINI_FILE_URI + uploaded.name, "mime_type": "image/png"},
+        )
+    else:
+        [output] = [i for i in call.json["input"] if i.get("type") == "function_call_output"]
+        assert output["call_id"] == "call-1"
+        assert output["output"] == [
+            {"type": "input_text", "text": "picture from north"},
+            {"type": "input_image", "file_id": uploaded.name, "detail": "auto"},
         ]
 
 
