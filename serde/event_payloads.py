@@ -196,6 +196,12 @@ class ToolRequestPayload(_Payload):
     tool_calls: list[ToolCall] = Field(
         default_factory=list, description="The call (one per event), with provider metadata."
     )
+    mcp_server: str | None = Field(
+        default=None, description="The MCP server the call went to (None: not an MCP tool)."
+    )
+    mcp_tool: str | None = Field(
+        default=None, description="The tool's own name on that server (None: not an MCP tool)."
+    )
 
 
 class ToolResponsePayload(_Payload):
@@ -205,6 +211,12 @@ class ToolResponsePayload(_Payload):
     tool_results: list[ChatMessage] = _messages("Tool-result messages (role tool, is_error).")
     latency_ms: float | None = Field(
         default=None, ge=0, description="Wall time of the turn's calls (None: not run)."
+    )
+    mcp_server: str | None = Field(
+        default=None, description="The MCP server the call went to (None: not an MCP tool)."
+    )
+    mcp_tool: str | None = Field(
+        default=None, description="The tool's own name on that server (None: not an MCP tool)."
     )
 
 

@@ -69,6 +69,10 @@ class McpTool(Tool):
         """The model's arguments, for the server to validate."""
         return {"arguments": dict(arguments)}
 
+    def origin(self) -> dict[str, str]:
+        """The server that answers a call, and the tool's name there."""
+        return {"mcp_server": self.server, "mcp_tool": self.remote_name}
+
 
 def _tool(
     spec: McpServer, listed: Any, sessions: McpSessions, store: MediaStore, timeout_s: float

@@ -118,10 +118,15 @@ def _over_budget(run: RunDraft, asked: int) -> ErrorInfo | None:
 def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str) -> Step:
     """Log each call, park those that need a decision (with their approval requests),
     answer `schedule_followup`; the turn ends at once when nothing is left to run."""
-    request_ids = [run.emit("tool_request", upstream=response_id, tool_calls=[c]) for c in calls]
+    runtime = run.runtime
+    request_ids = [
+        run.emit(
+            "tool_request", upstream=response_id, tool_calls=[c], **runtime.tools.origin(c.name)
+        )
+        for c in calls
+    ]
     approvals: list[PendingApproval] = []
     requests: list[ApprovalRequest] = []
-    runtime = run.runtime
     for call, request_id in zip(calls, request_ids, strict=True):
         found = runtime.tools.get(call.name)
         if found is None or not found.needs_approval(call.arguments):

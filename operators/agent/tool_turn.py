@@ -66,6 +66,7 @@ def record_results(
                 upstream=request_id,
                 tool_results=[results[call.id]],
                 latency_ms=latency_ms,
+                **run.runtime.tools.origin(call.name),
             )
     action = pending.model_copy(
         update={

@@ -289,6 +289,11 @@ class Tool:
         except Exception:
             return True  # when in doubt, a person decides
 
+    def origin(self) -> dict[str, str]:
+        """The event-log attributes that say where a call of it runs (none for a Python
+        tool; an MCP tool names its server and its tool there)."""
+        return {}
+
     @property
     def is_async(self) -> bool:
         """Whether calling the function returns an awaitable to be awaited on the loop."""
@@ -477,6 +482,12 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         """The tool called `name`, or None."""
         return self._tools.get(name)
+
+    def origin(self, name: str) -> dict[str, str]:
+        """Where a call of the tool called `name` runs, as event-log attributes (`origin`
+        of the tool; none for an unknown name)."""
+        found = self._tools.get(name)
+        return {} if found is None else found.origin()
 
     def specs(self) -> list[ToolSpec]:
         """What the model is told about each tool."""

@@ -367,8 +367,14 @@ def _chat_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
     run.conversation.extend(payload.messages)
 
 
-def _mcp_attributes(tool_name: str) -> dict[str, AttributeValue]:
-    """`mcp.server` and `mcp.tool` of an MCP tool's call (from its name), else nothing."""
+def _mcp_attributes(
+    payload: ToolRequestPayload | ToolResponsePayload, tool_name: str
+) -> dict[str, AttributeValue]:
+    """`mcp.server` and `mcp.tool` of an MCP tool's call, as its event records them (or,
+    in a log written before events did, as its name `mcp__<server>__<tool>` says); else
+    nothing."""
+    if payload.mcp_server is not None:
+        return {"mcp.server": payload.mcp_server, "mcp.tool": payload.mcp_tool or tool_name}
     split = split_mcp_tool_name(tool_name)
     return {} if split is None else {"mcp.server": split[0], "mcp.tool": split[1]}
 
@@ -382,7 +388,7 @@ def _tool_request(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
             "gen_ai.tool.name": call.name,
             "gen_ai.tool.call.id": call.id,
             "gen_ai.tool.type": "function",
-            **_mcp_attributes(call.name),
+            **_mcp_attributes(payload, call.name),
         }
         if capture:
             attributes["gen_ai.tool.call.arguments"] = _clean(
@@ -416,7 +422,7 @@ def _tool_response(run: _RunSpans, event: AgentEvent, capture: bool) -> None:
                     "gen_ai.operation.name": "execute_tool",
                     "gen_ai.tool.name": result.name or "",
                     "gen_ai.tool.call.id": result.tool_call_id or "",
-                    **_mcp_attributes(result.name or ""),
+                    **_mcp_attributes(payload, result.name or ""),
                 },
             )
             run.steps[key] = step

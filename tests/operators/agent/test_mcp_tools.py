@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 import logging
 import socket
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pytest
 from doubles import ScriptedTestModel, answer, calls, calls_reply, drive, function_responses
 from mcp_media_server import PDF, PNG, WAV
@@ -30,6 +32,8 @@ from streamagents.operators.agent.mcp_tools import add_mcp_tools
 from streamagents.operators.agent.runtime_parts import runtime_parts
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.operators.telemetry.spans import spans_from_events
+from streamagents.serde.avro import from_record, parsed_schema, record_encoder, to_record
+from streamagents.serde.event_payloads import ToolRequestPayload, ToolResponsePayload
 from streamagents.serde.events import AgentEvent
 from streamagents.serde.messages import AudioPart, ChatMessage, DocumentPart, ImagePart, TextPart
 
@@ -189,18 +193,33 @@ def test_an_mcp_png_reaches_the_model_on_every_wire(
 def test_the_event_log_and_spans_name_the_server_that_answered(
     media: ToolRegistry, store: MediaStore
 ) -> None:
-    runtime = scripted(
-        media, store, calls(("mcp__media__snapshot", {"camera": "east"})), answer("ok")
+    turn = calls(
+        ("mcp__media__snapshot", {"camera": "east"}), ("mcp__media__delete_everything", {})
     )
-    done = drive(runtime, '{"key": "k", "text": "east?"}')
-    [request] = [e for e in done.events if e["event_type"] == "tool_request"]
-    [response] = [e for e in done.events if e["event_type"] == "tool_response"]
-    assert request["payload"]["tool_calls"][0]["name"] == "mcp__media__snapshot"
-    assert response["payload"]["tool_results"][0]["name"] == "mcp__media__snapshot"
-    events = [AgentEvent.model_validate(e) for e in done.events]
-    [span] = [s for s in spans_from_events(events) if s.name.startswith("execute_tool")]
+    done = drive(scripted(media, store, turn, answer("ok")), '{"key": "k", "text": "east?"}')
+    logged = [
+        from_record(_avro_round_trip(to_record(AgentEvent.model_validate(e)))) for e in done.events
+    ]
+    requests = [e.payload for e in logged if isinstance(e.payload, ToolRequestPayload)]
+    responses = [e.payload for e in logged if isinstance(e.payload, ToolResponsePayload)]
+    answered, refused = requests
+    assert answered.tool_calls[0].name == "mcp__media__snapshot"
+    assert (answered.mcp_server, answered.mcp_tool) == ("media", "snapshot")
+    assert answered.attributes["mcp_server"] == "media"
+    assert (refused.mcp_server, refused.mcp_tool) == (None, None)  # no server answered it
+    assert [(r.tool_results[0].name, r.mcp_server, r.mcp_tool) for r in responses] == [
+        ("mcp__media__snapshot", "media", "snapshot"),
+        ("mcp__media__delete_everything", None, None),
+    ]
+    [span] = [s for s in spans_from_events(logged) if s.name == "execute_tool mcp__media__snapshot"]
     assert span.attributes["mcp.server"] == "media"
     assert span.attributes["mcp.tool"] == "snapshot"
+
+
+def _avro_round_trip(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` written in Avro binary under the latest schema and read back."""
+    written = record_encoder().encode(record)
+    return fastavro.schemaless_reader(io.BytesIO(written), parsed_schema())  # type: ignore[return-value]
 
 
 def test_image_audio_resources_links_and_errors_become_parts_text_and_error_results(
