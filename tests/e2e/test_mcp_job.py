@@ -77,3 +77,4 @@ def test_an_mcp_tool_runs_in_the_flink_worker_and_its_png_reaches_the_model(
     [result] = [e for e in job["events"] if e["event_type"] == "tool_response"]
     assert result["payload"]["tool_results"][0]["name"] == "mcp__media__snapshot"
     assert not result["payload"]["tool_results"][0]["is_error"]
+    assert result["payload"]["attributes"] == {"mcp_server": "media", "mcp_tool": "snapshot"}
