@@ -86,6 +86,13 @@ def find_report(name: str) -> types.ResourceLink:
 
 
 @server.tool()
+def smudge(camera: str) -> types.ImageContent:
+    """A picture whose base64 is broken (the PNG's text with a character base64 has not)."""
+    data = base64.b64encode(PNG).decode()
+    return types.ImageContent(type="image", data=f"{data[:40]}*{data[40:]}", mime_type="image/png")
+
+
+@server.tool()
 def refuse(reason: str) -> str:
     """Always fails, with the reason given."""
     raise ToolError(f"refused: {reason}")

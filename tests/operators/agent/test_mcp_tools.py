@@ -39,7 +39,7 @@ from streamagents.serde.messages import AudioPart, ChatMessage, DocumentPart, Im
 
 SERVER = Path(__file__).parents[2] / "support" / "mcp_media_server.py"
 STDIO = {"type": "stdio", "command": sys.executable, "args": [str(SERVER), "stdio"]}
-MEDIA_TOOLS = ["snapshot", "beep", "manual", "find_report", "refuse"]
+MEDIA_TOOLS = ["snapshot", "beep", "manual", "find_report", "refuse", "smudge"]
 
 
 def registry_of(
@@ -250,6 +250,27 @@ def test_image_audio_resources_links_and_errors_become_parts_text_and_error_resu
     assert "https://reports.example/q3.pdf" in link.text_parts()[0].text
     assert not any(r.is_error for r in (image, audio, manual, link))
     assert refused.is_error and "refused: too late" in refused.content
+
+
+def test_an_image_with_broken_base64_is_an_error_result_naming_it_and_the_session_stays(
+    media: ToolRegistry, store: MediaStore
+) -> None:
+    runtime = scripted(
+        media,
+        store,
+        calls(("mcp__media__smudge", {"camera": "west"})),
+        calls(("mcp__media__snapshot", {"camera": "west"})),
+        answer("ok"),
+    )
+    done = drive(runtime, '{"key": "k", "text": "west?"}')
+    assert done.output["status"] == "ok"
+    [smudged] = tool_results(runtime, 1)
+    assert smudged.is_error and "image.data: malformed base64" in smudged.content
+    assert base64.b64encode(PNG).decode()[:40] not in smudged.content
+    after = tool_results(runtime, 2)[-1]
+    assert not after.is_error and after.parts[0].text == "picture from west"
+    tool = media.get("mcp__media__smudge")
+    assert tool is not None and tool.func.sessions.restarts("media") == 0  # type: ignore[attr-defined]
 
 
 def test_a_server_tool_can_require_approval_and_its_call_parks_the_run(
