@@ -40,6 +40,8 @@ __all__ = ["McpCallError", "McpSessions", "server_stderr"]
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+_CLOSE_GRACE_S = 6.0
+"""How long `McpSessions.close` lets the sessions end themselves before cancelling them."""
 _MAX_LIST_PAGES = 100
 
 
@@ -78,13 +80,14 @@ class _ServerLink:
         self._session: ClientSession | None = None
         self._broken = asyncio.Event()
         self._ready = asyncio.Event()
+        self._closing = asyncio.Event()
         self.listed = asyncio.Event()
         """Set once the first listing is known (or the first connection failed)."""
 
     async def supervise(self) -> None:
-        """Keep a session up until cancelled, restarting it with backoff when it breaks."""
+        """Keep a session up until `close_soon`, restarting it with backoff when it breaks."""
         failures = 0
-        while True:
+        while not self._closing.is_set():
             try:
                 await self._hold_session()
                 failures = 0
@@ -99,8 +102,17 @@ class _ServerLink:
                 self.listed.set()
             delay = min(self.spec.restart_backoff_s * 2**failures, self.spec.max_restart_backoff_s)
             failures += 1
-            await asyncio.sleep(delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), delay)
+            if self._closing.is_set():
+                return
             self.restarts += 1
+
+    def close_soon(self) -> None:
+        """End the session the way a broken one ends (the SDK closes its streams and ends a
+        stdio server's process), and start no other."""
+        self._closing.set()
+        self._broken.set()
 
     async def _hold_session(self) -> None:
         """Connect, initialize and list; then hold the session until a call breaks it."""
@@ -113,6 +125,8 @@ class _ServerLink:
             if self.tools is None:
                 self.tools = tools
             self._broken = asyncio.Event()
+            if self._closing.is_set():
+                return
             self._session = session
             self._ready.set()
             self.listed.set()
@@ -279,7 +293,14 @@ class McpSessions:
             return
 
         async def stop() -> None:
-            for task in self._tasks:
+            # A session ended by cancellation can leave its server's process running (the
+            # SDK's shutdown of the process is cut short), so each is asked to end first.
+            for link in self._links.values():
+                link.close_soon()
+            if not self._tasks:
+                return
+            _, pending = await asyncio.wait(self._tasks, timeout=_CLOSE_GRACE_S)
+            for task in pending:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
 

@@ -5,6 +5,7 @@ over once a session was up."""
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 from pathlib import Path
@@ -71,3 +72,51 @@ def test_restarts_wait_twice_as_long_each_time_up_to_the_bound_and_start_over_af
         assert sessions.restarts("late") == 6
     finally:
         sessions.close()
+
+
+MEDIA_SERVER = Path(__file__).parents[1] / "support" / "mcp_media_server.py"
+
+
+def server_processes() -> list[int]:
+    """The pids of this process's children that run the media server (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == os.getpid() and MEDIA_SERVER.name.encode() in command:
+            found.append(int(entry.name))
+    return found
+
+
+def test_closing_right_after_a_garbled_reply_ends_the_server_process_promptly() -> None:
+    server = McpServer.model_validate(
+        {
+            "name": "media",
+            "transport": {
+                "type": "stdio",
+                "command": sys.executable,
+                "args": [str(MEDIA_SERVER), "stdio"],
+            },
+            "allow": ["*"],
+            "restart_backoff_s": 0.05,
+        }
+    )
+    sessions = McpSessions([server])
+    try:
+        assert sessions.listed_tools()["media"], "the server listed no tools"
+        with pytest.raises(McpCallError, match="failed on 'garble'"):
+            sessions.call("media", "garble", {}, 10.0, lambda result: result).result(30)
+    finally:
+        started = time.monotonic()
+        sessions.close()
+        closed_s = time.monotonic() - started
+    deadline = time.monotonic() + 5
+    while server_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server_processes() == [], "a server process outlived close()"
+    assert closed_s < 5, f"close() took {closed_s:.1f} s"
