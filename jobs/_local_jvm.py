@@ -11,6 +11,12 @@ The JVM runs with its quick compiler only (`quick_compiler`): a local run is sho
 Java side light (the agents' work is Python and network), and the optimising compiler
 alone spent about 11 of the example's 44 s of CPU.
 
+PyFlink starts a loopback server for process-mode Python workers whenever a local
+environment is created, importing Apache Beam's worker for it (about 1.1 s of CPU on the
+client's path to the job); `run`'s jobs run their Python in thread mode, inside the
+TaskManager, and never call it, so `start_in_background` tells PyFlink to skip it
+(`NO_LOOPBACK_SERVER`).
+
 This module imports nothing heavy (only PyFlink's gateway module), so that it can run first.
 """
 
@@ -21,11 +27,22 @@ import sys
 import threading
 from pathlib import Path
 
-__all__ = ["QUICK_COMPILER", "interpreter_first", "quick_compiler", "start_in_background"]
+__all__ = [
+    "NO_LOOPBACK_SERVER",
+    "QUICK_COMPILER",
+    "interpreter_first",
+    "quick_compiler",
+    "start_in_background",
+]
 
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 """The JVM option that keeps to the C1 compiler: compiled sooner, for a fraction of the
 CPU, to code that runs somewhat slower; C2 pays off only in long, Java-heavy runs."""
+
+
+NO_LOOPBACK_SERVER = ("_python_worker_execution_mode", "process")
+"""The environment variable (and value) with which PyFlink's `StreamExecutionEnvironment`
+starts no loopback server: process-mode workers, if any, are then started by the JVM."""
 
 
 def interpreter_first(path: str | None) -> str:
@@ -63,10 +80,12 @@ def _launch() -> None:
 
 def start_in_background() -> threading.Thread:
     """Put this interpreter first on PATH (see `interpreter_first`), keep the JVM to its
-    quick compiler (see `quick_compiler`) and start launching the gateway JVM, which
-    inherits that environment, on a daemon thread."""
+    quick compiler (see `quick_compiler`), skip PyFlink's loopback server unless a worker
+    mode is set already (see `NO_LOOPBACK_SERVER`) and start launching the gateway JVM,
+    which inherits that environment, on a daemon thread."""
     os.environ["PATH"] = interpreter_first(os.environ.get("PATH"))
     os.environ["JVM_ARGS"] = quick_compiler(os.environ.get("JVM_ARGS"))
+    os.environ.setdefault(*NO_LOOPBACK_SERVER)
     launcher = threading.Thread(target=_launch, name="gateway-launch", daemon=True)
     launcher.start()
     return launcher

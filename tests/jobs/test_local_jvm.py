@@ -1,7 +1,7 @@
 """The JVM a `run` starts early: its launch is under way while the command's modules are
-imported, with this interpreter first on its PATH and its quick compiler only (checked in
-a new process, as the command line runs, so this test process keeps its own environment
-and has no gateway)."""
+imported, with this interpreter first on its PATH, its quick compiler only and no loopback
+server for process-mode workers (checked in a new process, as the command line runs, so
+this test process keeps its own environment and has no gateway)."""
 
 from __future__ import annotations
 
@@ -36,12 +36,19 @@ import pyflink.java_gateway as gateway
 seen["jvm_path_first"] = gateway._gateway.jvm.java.lang.System.getenv("PATH").split(os.pathsep)[0]
 runtime = gateway._gateway.jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
 seen["jvm_quick_compiler"] = "-XX:TieredStopAtLevel=1" in list(runtime.getInputArguments())
+from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.util.java_utils import get_j_env_configuration
+env = StreamExecutionEnvironment.get_execution_environment()
+config = get_j_env_configuration(env._j_stream_execution_environment)
+seen["loopback_server"] = config.containsKey("python.loopback-server.address")
+seen["beam_worker_imported"] = "apache_beam.runners.worker.sdk_worker" in sys.modules
 print(json.dumps(seen))
 """
 
 
 def test_run_launches_its_jvm_while_the_commands_load_with_this_python_first() -> None:
     env = dict(os.environ)
+    env.pop("_python_worker_execution_mode", None)
     others = [entry for entry in env.get("PATH", "").split(os.pathsep) if entry != BIN]
     env["PATH"] = os.pathsep.join(["/usr/bin", *others])  # java still found, BIN not first
     result = subprocess.run(
@@ -54,6 +61,8 @@ def test_run_launches_its_jvm_while_the_commands_load_with_this_python_first() -
         "exit_code": 2,  # the spec is missing: refused as before
         "jvm_path_first": BIN,  # the JVM's thread-mode workers find this interpreter
         "jvm_quick_compiler": True,  # C1 only: the optimising compiler's CPU is saved
+        "loopback_server": False,  # thread-mode workers never call it: not started
+        "beam_worker_imported": False,  # nor is Beam's worker imported for it
     }
 
 
