@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -146,24 +147,42 @@ elif os.path.exists(pending):
 minutes, or an empty file, and the pending file is dropped)."""
 
 
-def class_archive(cache: Path | None = None) -> ClassArchive:
+_LEAST_JAVA = 17
+"""The first Java release the class archive is used with (dynamic archives came in 13; 17
+is the one tested)."""
+_JAVA_VERSION = re.compile(r'^JAVA_VERSION="(?:1\.)?(\d+)', re.MULTILINE)
+
+
+def _java_release(java: Path) -> int | None:
+    """The major release of the Java whose binary is `java`, from its home's `release`
+    file; None when there is none."""
+    try:
+        found = _JAVA_VERSION.search((java.parent.parent / "release").read_text())
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
+
+
+def class_archive(cache: Path | None = None) -> ClassArchive | None:
     """The class archive for the Java PyFlink launches (`JAVA_HOME`'s, else the one on
     PATH) and the Flink jars it puts on the classpath, kept in `cache` (by default
-    `$XDG_CACHE_HOME/streamagents/jvm`, `~/.cache` without it). Its name digests what
-    the JVM checks the archive against: the Java binary, the Flink installation's jars."""
+    `$XDG_CACHE_HOME/streamagents/jvm`, `~/.cache` without it); None for a Java older than
+    17 or not found. Its name digests what the JVM checks the archive against: the Java
+    binary, the Flink installation's jars."""
     import pyflink  # its package only: the directory of Flink's jars
 
+    java_home = os.environ.get("JAVA_HOME")
+    found = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    java = None if found is None else Path(found).resolve()
+    if java is None or not java.is_file() or (_java_release(java) or 0) < _LEAST_JAVA:
+        return None
     if cache is None:
         base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
         cache = Path(base) / "streamagents" / "jvm"
-    java_home = os.environ.get("JAVA_HOME")
-    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    digest = hashlib.sha256()
-    for part in (java, os.environ.get("FLINK_HOME"), os.environ.get("HADOOP_CLASSPATH")):
+    stat = java.stat()
+    digest = hashlib.sha256(f"{java}:{stat.st_size}:{stat.st_mtime_ns}\0".encode())
+    for part in (os.environ.get("FLINK_HOME"), os.environ.get("HADOOP_CLASSPATH")):
         digest.update(f"{part}\0".encode())
-    if java is not None and Path(java).exists():
-        found = Path(java).resolve().stat()
-        digest.update(f"{Path(java).resolve()}:{found.st_size}:{found.st_mtime_ns}".encode())
     flink = Path(pyflink.__file__).parent
     for jar in sorted([*flink.glob("lib/*.jar"), *flink.glob("opt/flink-python*.jar")]):
         digest.update(f"{jar}:{jar.stat().st_size}\0".encode())
@@ -191,10 +210,12 @@ def start_in_background() -> threading.Thread:
     environment, on a daemon thread."""
     os.environ["PATH"] = interpreter_first(os.environ.get("PATH"))
     archive = class_archive()
-    jvm_args = archive.jvm_args(quick_compiler(os.environ.get("JVM_ARGS")))
+    jvm_args = quick_compiler(os.environ.get("JVM_ARGS"))
+    if archive is not None:
+        jvm_args = archive.jvm_args(jvm_args)
     os.environ["JVM_ARGS"] = jvm_args
     os.environ.setdefault(*NO_LOOPBACK_SERVER)
-    writes = archive if archive.writes(jvm_args) else None
+    writes = archive if archive is not None and archive.writes(jvm_args) else None
     launcher = threading.Thread(target=_launch, args=(writes,), name="gateway-launch", daemon=True)
     launcher.start()
     return launcher

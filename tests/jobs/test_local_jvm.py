@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from streamagents.jobs._local_jvm import ClassArchive, quick_compiler
+import pytest
+
+from streamagents.jobs._local_jvm import ClassArchive, class_archive, quick_compiler
 
 BIN = str(Path(sys.executable).parent)
 
@@ -99,6 +101,18 @@ def test_the_class_archive_is_used_when_there_is_one_and_written_when_there_is_n
     assert not archive.writes(using)
     assert "-Xlog:cds=off" in using.split()  # its messages would go to the command's terminal
     assert ClassArchive(archive.path).jvm_args("-Xshare:off") == "-Xshare:off"  # chosen: kept
+
+
+def test_no_class_archive_for_a_java_older_than_17(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for release, archived in (('JAVA_VERSION="11.0.2"', False), ('JAVA_VERSION="17.0.15"', True)):
+        home = tmp_path / release.split('"')[1]
+        (home / "bin").mkdir(parents=True)
+        (home / "bin" / "java").write_text("")
+        (home / "release").write_text(f"IMPLEMENTOR=x\n{release}\n")
+        monkeypatch.setenv("JAVA_HOME", str(home))
+        assert (class_archive(tmp_path / "cache") is not None) is archived, release
 
 
 def test_the_quick_compiler_is_added_to_jvm_args_unless_they_choose_the_compilers() -> None:
