@@ -131,10 +131,16 @@ import os, sys, time
 pid, pending, final = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def alive():
     try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    try:  # a zombie has exited (Linux shows it; elsewhere its parent reaps it)
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
-        return False
+        return True
 deadline = time.monotonic() + 600
 while alive() and time.monotonic() < deadline:
     time.sleep(0.2)
@@ -167,10 +173,12 @@ def class_archive(cache: Path | None = None) -> ClassArchive | None:
     """The class archive for the Java PyFlink launches (`JAVA_HOME`'s, else the one on
     PATH) and the Flink jars it puts on the classpath, kept in `cache` (by default
     `$XDG_CACHE_HOME/streamagents/jvm`, `~/.cache` without it); None for a Java older than
-    17 or not found. Its name digests what the JVM checks the archive against: the Java
-    binary, the Flink installation's jars."""
+    17 or not found, and on Windows. Its name digests what the JVM checks the archive
+    against: the Java binary, the Flink installation's jars."""
     import pyflink  # its package only: the directory of Flink's jars
 
+    if sys.platform == "win32":  # the watcher's liveness check is POSIX's
+        return None
     java_home = os.environ.get("JAVA_HOME")
     found = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
     java = None if found is None else Path(found).resolve()
