@@ -91,8 +91,10 @@ class ClassArchive:
     """The class archive of this machine's Java and Flink installation, at `path`: the JVM
     options that use it, or that write it (to `pending`) when there is none yet."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, java: Path | None = None) -> None:
         self.path = path
+        self.java = java
+        """The Java that checks a written archive before it is moved into place."""
         self.pending = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
 
     def jvm_args(self, jvm_args: str | None) -> str:
@@ -118,7 +120,7 @@ class ClassArchive:
         `jvm_pid` (which writes it as it exits) is gone."""
         command = [sys.executable, "-I", "-S", "-c", _MOVE_WHEN_GONE, str(jvm_pid)]
         subprocess.Popen(
-            [*command, str(self.pending), str(self.path)],
+            [*command, str(self.pending), str(self.path), str(self.java or "java")],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -127,8 +129,8 @@ class ClassArchive:
 
 
 _MOVE_WHEN_GONE = """
-import os, sys, time
-pid, pending, final = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+import os, subprocess, sys, time
+pid, pending, final, java = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 def alive():
     try:
         os.kill(pid, 0)
@@ -144,13 +146,21 @@ def alive():
 deadline = time.monotonic() + 600
 while alive() and time.monotonic() < deadline:
     time.sleep(0.2)
-if not alive() and os.path.isfile(pending) and os.path.getsize(pending) > 0:
+def loads():
+    check = [java, f"-XX:SharedArchiveFile={pending}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+    check += ["-XX:-CreateCoredumpOnCrash", "-XX:ErrorFile=/dev/null", "-version"]
+    try:
+        return subprocess.run(check, capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+if not alive() and os.path.isfile(pending) and os.path.getsize(pending) > 0 and loads():
     os.replace(pending, final)
 elif os.path.exists(pending):
     os.remove(pending)
 """
-"""Wait for the JVM, then rename its archive into place (a JVM still there after 10
-minutes, or an empty file, and the pending file is dropped)."""
+"""Wait for the JVM, check that a JVM starts with the archive it wrote (one cut short, by a
+kill during the write, say, makes Java 17 crash at start) and rename it into place; a JVM
+still there after 10 minutes, an empty or failing file, and the pending file is dropped."""
 
 
 _LEAST_JAVA = 17
@@ -194,7 +204,7 @@ def class_archive(cache: Path | None = None) -> ClassArchive | None:
     flink = Path(pyflink.__file__).parent
     for jar in sorted([*flink.glob("lib/*.jar"), *flink.glob("opt/flink-python*.jar")]):
         digest.update(f"{jar}:{jar.stat().st_size}\0".encode())
-    return ClassArchive(cache / f"classes-{digest.hexdigest()[:16]}.jsa")
+    return ClassArchive(cache / f"classes-{digest.hexdigest()[:16]}.jsa", java)
 
 
 def _launch(archive: ClassArchive | None) -> None:

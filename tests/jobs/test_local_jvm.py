@@ -86,6 +86,19 @@ def test_run_launches_its_jvm_while_the_commands_load_with_this_python_first(
         time.sleep(0.2)
     assert [path.suffix for path in folder.iterdir()] == [".jsa"]
     assert _probe(tmp_path)["class_archive"] == ["-XX:SharedArchiveFile"]
+    # An archive cut short (its JVM killed while writing it) would crash every JVM given
+    # it: the watcher drops it instead of moving it into place.
+    (archive,) = folder.glob("*.jsa")
+    cut = ClassArchive(tmp_path / "cut" / "classes.jsa")
+    cut.path.parent.mkdir()
+    cut.pending.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    gone = subprocess.run([sys.executable, "-c", "pass"], check=True)
+    assert gone.returncode == 0
+    cut.move_into_place_after(os.getpid() + 10**7)  # no such process: gone already
+    deadline = time.monotonic() + 60
+    while cut.pending.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not cut.pending.exists() and not cut.path.exists()
 
 
 def test_the_class_archive_is_used_when_there_is_one_and_written_when_there_is_none(
