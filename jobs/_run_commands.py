@@ -330,6 +330,9 @@ def _run(args: argparse.Namespace) -> int:
         ending = _ending(state, answered.is_set())
         stopped_at = savepoints[-1] if savepoints else folder.newest_savepoint(job_id)
         folder.end(job_id, ending, stopped_at if ending == "stopped" else None)
+        # Ended by its own draining savepoint, whose result it has read: no `savepoint`
+        # command is waiting on the local cluster, so the process may end at once.
+        args.exit_at_once = ending == "finished"
     if spec.event_log is not None and spec.event_log.path is not None:
         # Flink calls a Python function's close() only at the end of a bounded input, so a
         # job stopped with a savepoint or cancelled leaves its event-log files in progress;

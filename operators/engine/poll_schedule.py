@@ -34,11 +34,12 @@ class PollSchedule:
         return self._estimates.get(kind, self._initial_ms)
 
     def observe(self, kind: str, completion_ms: float) -> None:
-        """Fold one observed submission-to-completion time into the estimate."""
-        old = self._estimates.get(kind)
-        self._estimates[kind] = (
-            completion_ms if old is None else old + self._weight * (completion_ms - old)
-        )
+        """Fold one observed submission-to-completion time into the estimate, which starts
+        at `initial_ms`: a kind's first calls (connection set-up, the first media read, so
+        often the slowest) move it by `weight` like any other, rather than setting it alone
+        and making the fast calls after them wait for it."""
+        old = self.estimate_ms(kind)
+        self._estimates[kind] = old + self._weight * (completion_ms - old)
 
     def next_delay_ms(self, kind: str, elapsed_ms: float) -> int:
         """How long to wait before the next look at a call of `kind` running `elapsed_ms`."""

@@ -93,9 +93,19 @@ def test_first_poll_waits_for_the_estimated_completion() -> None:
 
 def test_a_late_call_is_polled_again_after_a_fraction_of_the_estimate() -> None:
     schedule = PollSchedule()
-    schedule.observe("tools", 1000.0)
-    assert schedule.next_delay_ms("tools", elapsed_ms=1500) == 100
+    for _ in range(60):
+        schedule.observe("tools", 1000.0)
+    assert 99 <= schedule.next_delay_ms("tools", elapsed_ms=1500) <= 100
     assert schedule.next_delay_ms("unknown", elapsed_ms=0) == 21
+
+
+def test_a_slow_first_call_does_not_make_the_fast_ones_after_it_wait() -> None:
+    schedule = PollSchedule()  # the estimate starts at 20 ms
+    schedule.observe("model", 300.0)  # the first call: a cold connection, say
+    assert schedule.estimate_ms("model") == 76.0  # moved by a fifth of the way, not to 300
+    for _ in range(3):
+        schedule.observe("model", 5.0)
+    assert schedule.next_delay_ms("model", elapsed_ms=0) <= 45
 
 
 @pytest.mark.parametrize("exit_kind", [SystemExit, KeyboardInterrupt])
