@@ -5,8 +5,11 @@ True)`), with a draining one once every input is answered.
 "Answered" is read from the REST API: the file source's tasks are FINISHED (a task ends
 only after the tasks it feeds have processed all its records) and, in a metrics snapshot
 taken afterwards, the agent has no call in flight, no busy key and no waiting input. The
-REST API serves metrics fetched up to `metrics.fetcher.update-interval` earlier, so the
-agent must look idle for that long plus two polls. Should it still have work (a restore
+REST API serves metrics fetched up to `metrics.fetcher.update-interval` plus a poll
+earlier, so an idle reading counts once the source has been seen finished for that long
+plus two polls: the agent has then had every input since before the snapshot was taken,
+and no new one comes. (How soon the source is seen finished depends on the job details'
+cache, `rest.cache.execution-graph.timeout`: 3 s unless set.) Should it still have work (a restore
 after the check, say), the drain finishes it as an unheld input would: nothing is lost.
 A spec whose runs wait for people or time (approvals, follow-ups) is refused on a read-once
 input (`jobs.spec.check_runnable`), so no held job has parked runs or waiting follow-ups;
@@ -119,18 +122,22 @@ class _AgentLevels:
         return reported > 0
 
 
+def _input_progress(rest_address: str, job_id: str, levels: _AgentLevels) -> tuple[bool, bool]:
+    """(the job runs and its file source has finished, and besides the agent looks idle)."""
+    try:
+        job = rest_call(rest_address, f"/jobs/{job_id}")
+        if job["state"] != "RUNNING" or not _source_finished(job):
+            return False, False
+        return True, levels.idle(job)
+    except _UNREACHABLE:
+        return False, False
+
+
 def input_answered(rest_address: str, job_id: str, levels: _AgentLevels | None = None) -> bool:
     """Whether the job runs, its file source has finished and the agent is idle (as the
     REST API's metrics show it, see the module docstring); `levels` may remember where the
     agent's gauges are between calls."""
-    levels = levels or _AgentLevels(rest_address, job_id)
-    try:
-        job = rest_call(rest_address, f"/jobs/{job_id}")
-        if job["state"] != "RUNNING" or not _source_finished(job):
-            return False
-        return levels.idle(job)
-    except _UNREACHABLE:
-        return False
+    return all(_input_progress(rest_address, job_id, levels or _AgentLevels(rest_address, job_id)))
 
 
 def _fetch_interval_s(rest_address: str) -> float:
@@ -170,7 +177,8 @@ def finish_when_answered(
     announce: Callable[[], None] = lambda: None,
 ) -> str | None:
     """Stop the held job with a draining savepoint in `target` once its input is answered
-    (and stays so for a metrics fetch interval plus two polls), calling `announce` first;
+    (idle in metrics fetched after its source was seen finished: once that was a metrics
+    fetch interval plus two polls ago), calling `announce` first;
     the savepoint's location, or None when `done` was set first. The fetch interval is
     `fetch_interval_s` when the caller configured the cluster, else read from the
     JobManager (10 s when it does not answer in time). A failed stop is tried
@@ -179,14 +187,16 @@ def finish_when_answered(
         fetch_interval_s = _fetch_interval_s(rest_address)
     quiet_s = fetch_interval_s + 2 * poll_s
     levels = _AgentLevels(rest_address, job_id)
-    idle_since: float | None = None
+    finished_since: float | None = None
     while not done.wait(poll_s):
-        if not input_answered(rest_address, job_id, levels):
-            idle_since = None
+        finished, idle = _input_progress(rest_address, job_id, levels)
+        if not finished:
+            finished_since = None
             continue
         now = time.monotonic()
-        idle_since = now if idle_since is None else idle_since
-        if now - idle_since < quiet_s:
+        finished_since = now if finished_since is None else finished_since
+        # Only metrics fetched after the source was seen finished count (see above).
+        if not idle or now - finished_since < quiet_s:
             continue
         announce()
         try:
@@ -194,5 +204,5 @@ def finish_when_answered(
                 rest_address, job_id, target, drain=True, timeout_s=timeout_s
             )
         except StopError:
-            idle_since = None
+            finished_since = None
     return None

@@ -4,6 +4,7 @@ loopback stub: when it counts as answered, and the draining stop that ends it.""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ class FakeFlink:
     fetch_interval: str = "1000"
     reporting: tuple[int, ...] = (0, 1)  # the agent subtasks whose gauges are registered
     config_reads: int = 0
+    job_reads: list[float] = field(default_factory=list)  # when the job details were read
     savepoint: dict[str, Any] = field(default_factory=lambda: {"location": "file:/sp/1"})
     stops: list[Any] = field(default_factory=list)
 
@@ -42,6 +44,7 @@ class FakeFlink:
             self.config_reads += 1
             return [{"key": "metrics.fetcher.update-interval", "value": self.fetch_interval}]
         if path == f"/jobs/{JOB}":
+            self.job_reads.append(time.monotonic())
             vertices = [
                 {"id": "src", "name": "Source: source -> job-parse", "status": self.source},
                 {"id": "hold", "name": "Source: input-end-hold -> x", "status": "RUNNING"},
@@ -114,6 +117,43 @@ def test_an_answered_job_is_stopped_with_a_draining_savepoint_after_a_quiet_peri
     assert flink.stops == [
         {"targetDirectory": "file:///tmp/sp", "drain": True, "formatType": "CANONICAL"}
     ]
+
+
+def _finish_in_background(flink: FakeFlink, address: str, **kwargs: Any) -> threading.Thread:
+    """`finish_when_answered` for `flink`'s job on a thread (polling every 50 ms)."""
+    worker = threading.Thread(
+        target=finish_when_answered,
+        args=(address, JOB, "/tmp/sp", threading.Event()),
+        kwargs={"poll_s": 0.05, **kwargs},
+    )
+    worker.start()
+    return worker
+
+
+def test_idle_metrics_count_only_a_fetch_interval_after_the_source_was_seen_finished() -> None:
+    # Metrics may have been fetched before the source's last records reached the agent.
+    flink = FakeFlink(source="FINISHED")  # and the agent idle, from the start
+    with LoopbackStubServer(flink) as stub:
+        _finish_in_background(flink, f"127.0.0.1:{stub.port}", fetch_interval_s=0.3).join(10)
+    assert len(flink.stops) == 1
+    assert flink.job_reads[-1] - flink.job_reads[0] >= 0.3 + 2 * 0.05
+
+
+def test_an_agent_idle_long_after_its_source_finished_is_stopped_at_once() -> None:
+    # The quiet period runs from the source's finish, not from the agent's last answer:
+    # waiting it out again after the answers only delayed every bounded job's end.
+    flink = FakeFlink(source="FINISHED")
+    flink.levels["in_flight"] = 2
+    with LoopbackStubServer(flink) as stub:
+        worker = _finish_in_background(flink, f"127.0.0.1:{stub.port}", fetch_interval_s=1.0)
+        while not flink.job_reads or flink.job_reads[-1] - flink.job_reads[0] < 1.2:
+            time.sleep(0.05)
+        reads_before = len(flink.job_reads)
+        flink.levels["in_flight"] = 0
+        worker.join(10)
+    assert len(flink.stops) == 1
+    # The first reading of an idle agent ends it (waiting 1.1 s more took 5 reads or more).
+    assert len(flink.job_reads) - reads_before <= 2
 
 
 def test_a_run_that_set_the_fetch_interval_does_not_wait_on_the_jobmanager_for_it() -> None:
