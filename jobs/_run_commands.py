@@ -23,12 +23,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from streamagents.connectors.eventlog import finalize_in_progress
+from streamagents.connectors.providers import adapter_module
 from streamagents.jobs._job_stop import StopError, finish_when_answered, stop_with_savepoint
-from streamagents.jobs._local_jvm import start_in_background
+from streamagents.jobs._local_jvm import start_in_background, warm_task_python
 from streamagents.jobs._model_choice import demo_banner, demo_server, model_spec
 from streamagents.jobs._progress import (
     TERMINAL_STATES,
@@ -47,13 +48,18 @@ from streamagents.jobs.cluster import (
 )
 from streamagents.jobs.graph import bounded_input
 from streamagents.jobs.spec import JobSpec, LoadedSpec, SpecError, check_runnable, load_spec
-from streamagents.operators.agent.config import TelemetryConfig
+from streamagents.operators.agent.config import ModelSpec, TelemetryConfig
+
+if TYPE_CHECKING:
+    from pyflink.common import Configuration
 
 __all__ = ["register"]
 
+OPERATORS_MODULE = "streamagents.operators.flink"
+"""The package whose functions every job's tasks run."""
 _JOB_ID = re.compile(r"JobID ([0-9a-f]{32})")
 # How fresh the local mini-cluster's REST metrics are, and how often `run` looks whether a
-# held input is answered: the end is confirmed after 0.2 + 2 x 0.1 s of idle metrics.
+# held input is answered: idle metrics count 0.2 + 2 x 0.1 s after its source finished.
 _LOCAL_FETCH_INTERVAL_S = 0.2
 _LOCAL_POLL_S = 0.1
 
@@ -260,25 +266,15 @@ def _run(args: argparse.Namespace) -> int:
     hold = bounded_input(spec)
     answered = threading.Event()
     with demo_server(loaded.model) as demo_url, tempfile.TemporaryDirectory() as scratch:
+        model = model_spec(loaded.model, demo_url)
+        warm_task_python(_task_modules(model))
         port = free_port()
         config = flink_configuration(
             spec, rest_port=port, restore_from=restore_from, checkpoint_dir=checkpoints
         )
-        # Checkpoints outlive a cancelled job (and a dead process): the next run continues.
-        config.set_string(
-            "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION"
-        )
-        # A local run gives up after a few failures in a row instead of restarting forever.
-        config.set_string("restart-strategy.type", "fixed-delay")
-        config.set_string("restart-strategy.fixed-delay.attempts", "3")
-        config.set_string("restart-strategy.fixed-delay.delay", "2 s")
-        # Fresh metrics: progress lines, and the end of a held input confirmed within half
-        # a second (idle for a fetch interval plus two polls of `finish_when_answered`).
-        config.set_string(  # milliseconds, as Flink reads a bare number here
-            "metrics.fetcher.update-interval", str(int(_LOCAL_FETCH_INTERVAL_S * 1000))
-        )
+        _local_run_settings(config)
         env = StreamExecutionEnvironment.get_execution_environment(config)
-        build_job(env, loaded, model_spec(loaded.model, demo_url), hold_input_end=hold)
+        build_job(env, loaded, model, hold_input_end=hold)
         client = env.execute_async(spec.name)
         job_id = str(client.get_job_id())
         folder.begin(
@@ -358,6 +354,35 @@ def _run(args: argparse.Namespace) -> int:
             )
         return 1
     return 0
+
+
+def _local_run_settings(config: Configuration) -> None:
+    """Add to `config` what a local run needs beyond its spec's settings."""
+    # Checkpoints outlive a cancelled job (and a dead process): the next run continues.
+    config.set_string(
+        "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION"
+    )
+    # A local run gives up after a few failures in a row instead of restarting forever.
+    config.set_string("restart-strategy.type", "fixed-delay")
+    config.set_string("restart-strategy.fixed-delay.attempts", "3")
+    config.set_string("restart-strategy.fixed-delay.delay", "2 s")
+    # Fresh metrics: progress lines, and the end of a held input confirmed within half a
+    # second of its source's finish (a fetch interval plus two polls of
+    # `finish_when_answered`).
+    config.set_string(  # milliseconds, as Flink reads a bare number here
+        "metrics.fetcher.update-interval", str(int(_LOCAL_FETCH_INTERVAL_S * 1000))
+    )
+    # Fresh job details: the REST API serves them from a cache that lives
+    # `web.refresh-interval` (3 s) unless told otherwise, which delayed seeing the held
+    # input's source finish by up to that long.
+    config.set_string("rest.cache.execution-graph.timeout", f"{int(_LOCAL_POLL_S * 1000)} ms")
+
+
+def _task_modules(model: ModelSpec) -> list[str]:
+    """What the job's tasks import beyond PyFlink: the operators and each model's adapter,
+    with its SDK."""
+    adapters = {adapter_module(target.provider) for target in model.chain()}
+    return [OPERATORS_MODULE, *sorted(a for a in adapters if a is not None)]
 
 
 def _where_to_start(args: argparse.Namespace, folder: JobFolder, digest: str) -> Start:

@@ -63,6 +63,7 @@ __all__ = [
     "ServerError",
     "UnsupportedContent",
     "adapter_class",
+    "adapter_module",
     "create_model",
     "provider_family",
 ]
@@ -90,6 +91,13 @@ def provider_family(provider: str) -> str | None:
     name; None for a name that is not a provider."""
     adapter = _PROVIDER_ADAPTERS.get(provider)
     return None if adapter is None else _ADAPTERS[adapter].split(".")[-2]
+
+
+def adapter_module(provider: str) -> str | None:
+    """The module that holds a provider name's adapter (importing it imports its SDK),
+    without importing it; None for a name that is not a provider."""
+    adapter = _PROVIDER_ADAPTERS.get(provider)
+    return None if adapter is None else _ADAPTERS[adapter]
 
 
 def adapter_class(provider: str) -> type[ChatModel]:

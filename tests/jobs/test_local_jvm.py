@@ -71,3 +71,36 @@ def test_the_quick_compiler_is_added_to_jvm_args_unless_they_choose_the_compiler
     assert quick_compiler("-Xmx2g") == "-Xmx2g -XX:TieredStopAtLevel=1"
     assert quick_compiler("-Xmx2g -XX:TieredStopAtLevel=4") == "-Xmx2g -XX:TieredStopAtLevel=4"
     assert quick_compiler("-XX:-TieredCompilation") == "-XX:-TieredCompilation"
+
+
+WARM_PROBE = """
+import json
+from streamagents.jobs._local_jvm import start_in_background, warm_task_python
+start_in_background().join(300)
+warm_task_python(["wave", "no_such_module_anywhere", "colorsys"]).join(300)
+from pyflink.java_gateway import get_gateway
+core = get_gateway().jvm.pemja.core
+settings = core.PythonInterpreterConfig
+# A second interpreter, made as Flink's thread-mode operators make theirs.
+task = core.PythonInterpreter(
+    settings.newBuilder().setPythonExec("python").setExcType(settings.ExecType.MULTI_THREAD).build()
+)
+task.exec("import sys; found = sorted(n for n in NAMES if n in sys.modules)".replace(
+    "NAMES", repr(["wave", "colorsys", "no_such_module_anywhere", OPERATIONS])
+))
+print(json.dumps(list(task.get("found"))))
+task.close()
+"""
+
+
+def test_warming_imports_modules_where_the_tasks_will_find_them_past_one_that_fails() -> None:
+    operations = "pyflink.fn_execution.embedded.operations"
+    probe = f"OPERATIONS = {operations!r}\n{WARM_PROBE}"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    # PyFlink's thread-mode operations and the modules asked for are imported in the JVM's
+    # Python, which every task's interpreter shares; a module that fails is skipped.
+    assert found == sorted(["colorsys", "wave", operations])
