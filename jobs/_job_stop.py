@@ -18,6 +18,7 @@ input (`jobs.spec.check_runnable`), so no held job has parked runs or waiting fo
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -68,7 +69,30 @@ def stop_with_savepoint(
             cause = operation.get("failure-cause", {}).get("stack-trace", "unknown cause")
             raise StopError(f"savepoint failed: {cause.splitlines()[0]}")
         time.sleep(0.5)
-    raise StopError(f"savepoint not finished after {timeout_s:.0f} s")
+    raise StopError(
+        f"savepoint not finished after {timeout_s:.0f} s ({_stop_progress(rest_address, job_id)})"
+    )
+
+
+def _stop_progress(rest_address: str, job_id: str) -> str:
+    """Where a stop that did not finish got to, from the REST API: the job's state and its
+    latest savepoint's (how many subtasks acknowledged it)."""
+    state = "unknown"
+    with contextlib.suppress(*_UNREACHABLE):
+        state = str(rest_call(rest_address, f"/jobs/{job_id}")["state"])
+    try:
+        history = rest_call(rest_address, f"/jobs/{job_id}/checkpoints")["history"]
+        savepoints = [entry for entry in history if entry.get("is_savepoint")]
+    except (*_UNREACHABLE, AttributeError):
+        savepoints = []
+    if not savepoints:
+        return f"job {state}, no savepoint started"
+    latest = max(savepoints, key=lambda entry: int(entry.get("id", 0)))
+    return (
+        f"job {state}, savepoint {latest.get('id')} {latest.get('status')}: "
+        f"{latest.get('num_acknowledged_subtasks')} of {latest.get('num_subtasks')} subtasks "
+        "acknowledged"
+    )
 
 
 def _source_finished(job: dict[str, Any]) -> bool:

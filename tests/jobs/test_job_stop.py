@@ -35,7 +35,8 @@ class FakeFlink:
     reporting: tuple[int, ...] = (0, 1)  # the agent subtasks whose gauges are registered
     config_reads: int = 0
     job_reads: list[float] = field(default_factory=list)  # when the job details were read
-    savepoint: dict[str, Any] = field(default_factory=lambda: {"location": "file:/sp/1"})
+    savepoint: dict[str, Any] | None = field(default_factory=lambda: {"location": "file:/sp/1"})
+    history: list[dict[str, Any]] = field(default_factory=list)  # checkpoint statistics
     stops: list[Any] = field(default_factory=list)
 
     def __call__(self, request: RecordedRequest) -> StubReply | dict | list:
@@ -54,7 +55,11 @@ class FakeFlink:
         if path == f"/jobs/{JOB}/stop":
             self.stops.append(request.json)
             return {"request-id": "t1"}
+        if path == f"/jobs/{JOB}/checkpoints":
+            return {"history": self.history}
         if path == f"/jobs/{JOB}/savepoints/t1":
+            if self.savepoint is None:  # a stop that does not finish
+                return {"status": {"id": "IN_PROGRESS"}}
             self.state = "FINISHED"
             return {"status": {"id": "COMPLETED"}, "operation": self.savepoint}
         if path == f"/jobs/{JOB}/vertices/agent/metrics":
@@ -189,3 +194,26 @@ def test_a_failed_savepoint_is_an_error_with_its_cause() -> None:
         pytest.raises(StopError, match="savepoint failed: Boom: disk full"),
     ):
         stop_with_savepoint(f"127.0.0.1:{stub.port}", JOB, "/sp", drain=True, timeout_s=5)
+
+
+def test_a_stop_that_does_not_finish_says_how_far_its_savepoint_got() -> None:
+    flink = FakeFlink(savepoint=None)
+    flink.history = [
+        {"id": 4, "is_savepoint": False, "status": "COMPLETED"},
+        {
+            "id": 5,
+            "is_savepoint": True,
+            "status": "IN_PROGRESS",
+            "num_subtasks": 4,
+            "num_acknowledged_subtasks": 3,
+        },
+    ]
+    with (
+        LoopbackStubServer(flink) as stub,
+        pytest.raises(
+            StopError,
+            match=r"not finished after 1 s \(job RUNNING, savepoint 5 IN_PROGRESS: 3 of 4 "
+            r"subtasks acknowledged\)",
+        ),
+    ):
+        stop_with_savepoint(f"127.0.0.1:{stub.port}", JOB, "/sp", drain=False, timeout_s=1)
