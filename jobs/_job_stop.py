@@ -9,8 +9,9 @@ REST API serves metrics fetched up to `metrics.fetcher.update-interval` plus a p
 earlier, so an idle reading counts once the source has been seen finished for that long
 plus two polls: the agent has then had every input since before the snapshot was taken,
 and no new one comes. (How soon the source is seen finished depends on the job details'
-cache, `rest.cache.execution-graph.timeout`: 3 s unless set.) Should it still have work (a restore
-after the check, say), the drain finishes it as an unheld input would: nothing is lost.
+cache, `rest.cache.execution-graph.timeout`: 3 s unless set.) Should it still have work
+(a restore after the check, say), the drain finishes it as an unheld input would: nothing
+is lost.
 A spec whose runs wait for people or time (approvals, follow-ups) is refused on a read-once
 input (`jobs.spec.check_runnable`), so no held job has parked runs or waiting follow-ups;
 `savepoint --drain` turns any into `ApprovalPending` / `FollowupPending` dead letters.
