@@ -89,8 +89,8 @@ PROVIDER_NAMES: tuple[str, ...] = tuple(_PROVIDER_ADAPTERS)
 def provider_family(provider: str) -> str | None:
     """The vendor family (`gemini`, `openai`: the subpackage of its adapter) of a provider
     name; None for a name that is not a provider."""
-    adapter = _PROVIDER_ADAPTERS.get(provider)
-    return None if adapter is None else _ADAPTERS[adapter].split(".")[-2]
+    module = adapter_module(provider)
+    return None if module is None else module.split(".")[-2]
 
 
 def adapter_module(provider: str) -> str | None:
