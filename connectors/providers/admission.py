@@ -56,12 +56,17 @@ class RateLimits:
     """Lower the request rate on 429s and probe back up; Retry-After pauses admission."""
 
     @property
-    def active(self) -> bool:
-        """Whether admission has anything to do (a limit, or adapting to 429s)."""
-        return self.adaptive or any(
+    def configured(self) -> bool:
+        """Whether a limit is set: requests, tokens or attempts at once."""
+        return any(
             value is not None
             for value in (self.requests_per_minute, self.tokens_per_minute, self.max_concurrent)
         )
+
+    @property
+    def active(self) -> bool:
+        """Whether admission has anything to do (a limit, or adapting to 429s)."""
+        return self.adaptive or self.configured
 
     def share(self, parallelism: int) -> RateLimits:
         """One of `parallelism` subtasks' share: rates divided by it, `max_concurrent` too

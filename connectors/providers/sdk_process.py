@@ -12,11 +12,14 @@ dead letters read as they do in-process.
 The worker starts at `prepare()` or the first call, and is attached to the event loop of
 the first call. `prepare()` waits until the worker has loaded the model the first time this
 process loads that kind of model (so a model that cannot load fails an operator's `open`);
-after that (a job restarted on a TaskManager that ran it) it returns at once and the first
-calls wait for the worker, so a restarted task runs, and checkpoints, while it starts. When
-it dies, the calls
-it had are sent once more to a new worker; a call whose second worker died too fails with
-`ConnectionFailed`. The worker exits when this model is closed or its process dies.
+after that (a job restarted on a TaskManager that ran it) it returns at once, and until
+that worker has loaded the model (one to a few seconds) calls are made in this process, so
+a restarted task runs, checkpoints and answers while it starts (unless the model has
+configured rate limits, which one process's admission must keep: then they wait for it).
+When a worker dies, the calls it had are sent once more to a new worker (never made in
+this process: a request that ended a worker must not end the TaskManager), and wait for
+it; a call whose second worker died too fails with `ConnectionFailed`. The worker exits
+when this model is closed or its process dies.
 
 `wants_worker` settles `sdk_process` left unset: a worker where it has a core of its own.
 """
@@ -39,6 +42,7 @@ from streamagents.connectors.providers._worker_frames import (
     CANCEL,
     ERROR,
     HEADER_SIZE,
+    READY,
     REQUEST,
     RESPONSE,
     SETUP,
@@ -48,6 +52,7 @@ from streamagents.connectors.providers._worker_frames import (
     parse_header,
     read_frame,
 )
+from streamagents.connectors.providers.admission import RateLimits
 from streamagents.connectors.providers.base import ChatModel
 from streamagents.connectors.providers.errors import ConnectionFailed
 from streamagents.serde.chat import ChatResponse, ToolSpec
@@ -72,6 +77,14 @@ def wants_worker(sdk_process: bool | None, cores: int | None = None) -> bool:
     if sdk_process is not None:
         return sdk_process
     return (usable_cores() if cores is None else cores) >= 2
+
+
+def _limits_configured(model: ChatModel) -> bool:
+    """Whether `model` has configured rate limits (`RateLimits.configured`), which one
+    process's admission must keep: its calls are then never made beside its worker's."""
+    options = getattr(model, "options", None)
+    limits = getattr(options, "limits", None)
+    return isinstance(limits, RateLimits) and limits.configured
 
 
 class WorkerExited(Exception):
@@ -111,7 +124,7 @@ class _Worker:
             return False
         if first[0] == ERROR:
             raise error_from_json(first[1])
-        self.ready = True  # a ready frame that comes later goes to the reader, which skips it
+        self.ready = True
         return True
 
     def _first_frame(self, deadline: float) -> tuple[bytes, bytes] | None:
@@ -181,6 +194,9 @@ class _Worker:
         try:
             while True:
                 kind, call_id, payload = await read_frame(reader)
+                if kind == READY:  # not read by `wait_ready`: the model loaded since
+                    self.ready = True
+                    continue
                 answer = self.pending.pop(call_id, None)
                 if answer is not None and not answer.done():
                     answer.set_result((kind, payload))
@@ -231,6 +247,8 @@ class SdkProcessModel(ChatModel):
         self._python = python or sys.executable
         self._worker: _Worker | None = None
         self._tools: tuple[Sequence[ToolSpec], bytes] | None = None
+        self._loading: _Worker | None = None
+        self._called_here = False
 
     def __repr__(self) -> str:
         return f"SdkProcessModel({self.model!r})"
@@ -249,10 +267,15 @@ class SdkProcessModel(ChatModel):
         **options: Any,
     ) -> ChatResponse:
         """Send the call to the worker (a new one if it died with the call) and return its
-        answer, or raise the error it raised."""
-        body = self._body(messages, tools, options)
+        answer, or raise the error it raised; make it in this process while a worker that
+        `prepare` did not wait for is still loading the model."""
+        body = b""
         for attempt in (1, 2):
             worker = await self._running()
+            if worker is self._loading and not worker.ready:
+                self._called_here = True
+                return await self.model.achat(messages, tools, **options)
+            body = body or self._body(messages, tools, options)
             try:
                 kind, payload = await worker.call(body)
             except WorkerExited as exited:
@@ -279,13 +302,16 @@ class SdkProcessModel(ChatModel):
 
     def prepare(self) -> None:
         """Start the worker now. The first time this process loads this kind of model, wait
-        until the worker has (it imports the SDKs: one to a few seconds), so no call waits
-        for it and loading's error (a module missing, say) is raised here; later (an
-        operator restarted in this process) return at once: the first calls wait for it."""
+        until the worker has (it imports the SDKs: one to a few seconds), so that loading's
+        error (a module missing, say) is raised here; later (an operator restarted in this
+        process) return at once: calls are made in this process until the worker is ready."""
         if self._worker is None or self._worker.exited is not None:
             self._worker = _Worker(self._python, self._setup)
         kind = (self._python, f"{type(self.model).__module__}.{type(self.model).__qualname__}")
-        if kind not in _loaded and self._worker.wait_ready(_READY_WAIT_S):
+        if kind in _loaded:
+            if not _limits_configured(self.model):  # else the worker alone keeps them
+                self._loading = self._worker
+        elif self._worker.wait_ready(_READY_WAIT_S):
             _loaded.add(kind)
 
     async def _running(self) -> _Worker:
@@ -302,7 +328,10 @@ class SdkProcessModel(ChatModel):
         return worker
 
     async def aclose(self) -> None:
-        """Stop the worker (its calls still running are dropped)."""
+        """Stop the worker (its calls still running are dropped), and the model's own client
+        if calls were made in this process."""
+        if self._called_here:
+            await self.model.aclose()
         worker, self._worker = self._worker, None
         if worker is None:
             return

@@ -280,7 +280,7 @@ def test_prepare_waits_for_a_kind_of_model_once_per_process(
 ) -> None:
     """The first `prepare` of a kind of model waits until its worker has loaded it; a later
     one (an operator restarted on a TaskManager that ran it) returns at once, so the task
-    runs and checkpoints while the worker starts, and its first call waits for the worker."""
+    runs and checkpoints while the worker starts."""
     monkeypatch.setattr(sdk_process, "_loaded", set())  # as in a new TaskManager
     first = SdkProcessModel(create_model("gemini", "m", api_key="k", base_url=stub.url))
     first.prepare()
@@ -298,6 +298,53 @@ def test_prepare_waits_for_a_kind_of_model_once_per_process(
             await first.aclose()
 
     assert asyncio.run(scenario()).message.tool_calls[0].name == "lookup"
+
+
+@pytest.mark.parametrize(
+    ("limits", "made_here"), [(None, True), (RateLimits(requests_per_minute=6000), False)]
+)
+def test_calls_while_a_restarted_worker_loads_are_made_in_this_process(
+    stub: LoopbackStubServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    limits: RateLimits | None,
+    made_here: bool,
+) -> None:
+    """A restarted operator's first calls do not wait for its worker: until the worker (here
+    an interpreter that takes 4 s to start) has loaded the model, they are answered in this
+    process; then the worker takes them. A model with configured limits, which one process's
+    admission must keep, waits for its worker instead."""
+    started = tmp_path / "started"
+    slow = tmp_path / "slow-python"
+    slow.write_text(f'#!/bin/sh\nsleep 4\ntouch {started}\nexec {sys.executable} "$@"\n')
+    slow.chmod(0o755)
+    adapter = create_model("gemini", "m", api_key="k", base_url=stub.url, limits=limits)
+    kind = (str(slow), f"{type(adapter).__module__}.{type(adapter).__qualname__}")
+    monkeypatch.setattr(sdk_process, "_loaded", {kind})  # loaded before in this process
+    model = SdkProcessModel(adapter, python=str(slow))
+    model.prepare()
+    stub.script(GEMINI_TOOL_CALL, GEMINI_TOOL_CALL)
+
+    async def scenario() -> tuple[ChatResponse, bool, ChatResponse, int]:
+        try:
+            first = await model.achat([ChatMessage.user("hi")])
+            before_the_worker_started = not started.exists()
+            worker = model._worker
+            assert worker is not None
+            deadline = time.monotonic() + 60
+            while not worker.ready and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            second = await model.achat([ChatMessage.user("hi")])
+            return first, before_the_worker_started, second, worker._next_id
+        finally:
+            await model.aclose()
+
+    first, before_the_worker_started, second, sent_to_worker = asyncio.run(scenario())
+    assert first.message.tool_calls[0].name == "lookup"
+    assert second.message.tool_calls[0].name == "lookup"
+    assert before_the_worker_started is made_here
+    assert sent_to_worker == (1 if made_here else 2)  # the calls the worker was sent
+    assert len(stub.requests) == 2
 
 
 def test_a_model_the_worker_cannot_load_fails_prepare_naming_why(
