@@ -2,13 +2,14 @@
 only the calls whose outputs the restored checkpoint had not committed (2.7 intervals'
 worth at a load average of 3-8), not everything since the start.
 
-A standalone cluster (2 TaskManagers, 2 slots each) runs, at parallelism 2, a job whose
-file source holds the whole backlog (2,000 inputs over 300 keys) with a 200 ms test-double
+A standalone cluster (2 TaskManagers, 2 slots each) runs, at parallelism 2, through
+`submit --wait` (the bounded input held open, as `run` holds it), a job whose file source
+holds the whole backlog (2,000 inputs over 300 keys) with a 200 ms test-double
 model and `max_in_flight` 8 per subtask, checkpointing every 2 s (unaligned, the default).
 When about 40% of the inputs are committed, a TaskManager (each runs one agent subtask) is
 killed with SIGKILL. The job must finish with exactly one committed output per input, the
-JobManager must notice the loss within 2 checkpoint intervals and commits resume within
-4 intervals of the kill (the restart lands on the other TaskManager's free slot),
+JobManager must notice the loss within 2 checkpoint intervals and committed outputs resume
+within 5 intervals of the kill (the restart lands on the other TaskManager's free slot),
 checkpoints must go on while the restored backlog is worked off, and the figures
 (checkpoint durations, commit lag, calls made again, how long commits stopped) go to a
 JSON file.
@@ -29,7 +30,6 @@ from backlog_scenario import (
     commit_lag_s,
     input_id,
     source_finished,
-    submit,
     submit_and_follow,
     write_backlog_spec,
 )
@@ -48,19 +48,17 @@ LATENCY_S = 0.2
 INTERVAL_S = 2.0
 KILL_AT = 0.4
 RESUMED_WITHIN_S = 5 * INTERVAL_S
-"""The bound on the first commit after the kill (docs/reliability.md#a-lost-taskmanager). The
-goal is 3 intervals, not yet met reliably: at a load average of 3-8 on the 2-core VM it took
-6.4 s (the loss noticed 1.1 s after the kill, the job running again 0.5 s later, the
-restarted agent subtasks 1.7-2.5 s in INITIALIZING, then 1.6 s to the checkpoint
-coordinator's next trigger, whose phase Flink sets and which costs up to an interval, and
-the checkpoint), 7.0-10.2 s at 10-25. The fourth interval is that trigger's phase, the fifth
-the margin of a CI machine slower than the development one (8.9 s was seen there once)."""
+"""The bound on the first committed output after the kill
+(docs/reliability.md#a-lost-taskmanager). The goal is 3 intervals, not yet met reliably: 4.6,
+5.7 and 6.7 s in three quiet runs on the 2-core VM (the loss noticed after 0.8-0.9 s, the
+agent subtasks running after 1.65-1.95 s, the first checkpoint after 2.1-2.3 s, often before
+the restarted job's first output, then the next one an interval later, taking 0.06-2.5 s).
+The last two intervals are the margin of a CI machine slower than the development one."""
 
 
-def first_commit_after_kill_s(watch: BacklogWatch, killed_at_epoch: float) -> float | None:
-    """Seconds from the kill to the completion of the first checkpoint triggered after it: the
-    moment the sink commits again (a commit seen in the output folder a little after the kill
-    can be a checkpoint from before it, committed late)."""
+def first_checkpoint_after_kill_s(watch: BacklogWatch, killed_at_epoch: float) -> float | None:
+    """Seconds from the kill to the completion of the first checkpoint triggered after it (it
+    commits what the restarted job answered before its barrier: maybe nothing yet)."""
     after = [
         c for c in watch.completed_checkpoints() if c["trigger_timestamp"] / 1000 > killed_at_epoch
     ]
@@ -83,24 +81,31 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
             max_in_flight=MAX_IN_FLIGHT,
             interval_s=INTERVAL_S,
         )
-        watch = BacklogWatch(
-            cluster.rest_address, submit(spec, cluster.rest_address), job / "out" / "answers", model
-        )
-        watch.wait_until(lambda s: s.committed >= KILL_AT * INPUTS, timeout_s=300)
-        before_kill = list(watch.samples)
-        checkpoints_before_kill = watch.completed_checkpoints()
-        calls_at_kill = sum(model.calls.values())
-        answered_at_kill = model.answered
-        killed_at = watch.samples[-1].at_s
-        registered = kill_taskmanager(cluster)  # each TaskManager runs an agent subtask
-        killed_at_epoch = time.time()
-        at_kill = watch.sample()  # taken before a restart could commit anything
-        noticed_s = seconds_until_forgotten(cluster, registered)
-        watch.wait_until(lambda s: s.committed > at_kill.committed, timeout_s=300)
-        resumed = watch.samples[-1]
-        watch.wait_until(lambda s: False, timeout_s=600)
-        assert watch.state() == "FINISHED"
-        restore = watch.restored_checkpoint()
+        # `submit --wait`, as `run`: the bounded input is held open, so that checkpoints
+        # after the source has read its last line do not wait behind the inputs still in
+        # the network buffers (a finished source's end of data is not overtaken)
+        follower, job_id = submit_and_follow(spec, cluster.rest_address, tmp_path / "submit.log")
+        try:
+            watch = BacklogWatch(cluster.rest_address, job_id, job / "out" / "answers", model)
+            watch.wait_until(lambda s: s.committed >= KILL_AT * INPUTS, timeout_s=300)
+            before_kill = list(watch.samples)
+            checkpoints_before_kill = watch.completed_checkpoints()
+            calls_at_kill = sum(model.calls.values())
+            answered_at_kill = model.answered
+            killed_at = watch.samples[-1].at_s
+            registered = kill_taskmanager(cluster)  # each TaskManager runs an agent subtask
+            killed_at_epoch = time.time()
+            at_kill = watch.sample()  # taken before a restart could commit anything
+            noticed_s = seconds_until_forgotten(cluster, registered)
+            watch.wait_until(lambda s: s.committed > at_kill.committed, timeout_s=300)
+            resumed = watch.samples[-1]
+            watch.wait_until(lambda s: False, timeout_s=600)
+            assert watch.state() == "FINISHED"
+            assert follower.wait(timeout=120) == 0
+            restore = watch.restored_checkpoint()
+        finally:
+            if follower.poll() is None:
+                follower.kill()
 
     outputs = read_jsonl(job / "out" / "answers")
     per_id = Counter(record["id"] for record in outputs)
@@ -150,8 +155,8 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
         "commit_lag_before_kill_s": commit_lag_s(committing),
         "killed_at_s": killed_at,
         "loss_noticed_after_s": noticed_s,
-        "commits_resumed_after_kill_s": first_commit_after_kill_s(watch, killed_at_epoch),
-        "commits_seen_again_after_kill_s": round(resumed.at_s - at_kill.at_s, 1),
+        "first_checkpoint_after_kill_s": first_checkpoint_after_kill_s(watch, killed_at_epoch),
+        "commits_resumed_after_kill_s": round(resumed.at_s - at_kill.at_s, 1),
         "no_commit_from_last_before_kill_to_first_after_s": round(resumed.at_s - last_commit, 1),
         "calls_at_kill": calls_at_kill,
         "calls_per_s_before_kill": round(calls_per_s, 1),
@@ -189,8 +194,7 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
     # TaskManager left, whose Python has the job's modules loaded (FAST_RESTART) and, unlike
     # a new TaskManager, does not wait in the agent's open for its SDK worker.
     assert noticed_s <= 2 * INTERVAL_S, figures
-    resumed_s = figures["commits_resumed_after_kill_s"]
-    assert resumed_s is not None and resumed_s <= RESUMED_WITHIN_S, figures
+    assert figures["commits_resumed_after_kill_s"] <= RESUMED_WITHIN_S, figures
     # What is made again is what the old attempt answered and the restored checkpoint (the
     # last one before the kill) had not committed: at most its answers from the commit lag
     # before that checkpoint's trigger to the end of the old attempt, plus the calls in
