@@ -64,8 +64,10 @@ def start_run(spec: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[str]
 
 def savepoint(job_id: str, address: str, target: Path) -> str:
     """`streamagents savepoint`: stop the job with a savepoint; returns its location."""
+    # the command's own timeout comes first, so that a stop that hangs says how far it got
+    command = [*CLI, "savepoint", job_id, "--jobmanager", address, "--target-dir", str(target)]
     result = subprocess.run(
-        [*CLI, "savepoint", job_id, "--jobmanager", address, "--target-dir", str(target)],
+        [*command, "--timeout", "240"],
         env=demo_env(),
         capture_output=True,
         text=True,
