@@ -28,14 +28,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.fs
+
 from streamagents.jobs.cluster import rest_call
 from streamagents.jobs.graph import SOURCE_NAME
 
-__all__ = ["StopError", "finish_when_answered", "input_answered", "stop_with_savepoint"]
+__all__ = [
+    "StopError",
+    "finish_when_answered",
+    "input_answered",
+    "stop_with_savepoint",
+]
 
 _DEFAULT_FETCH_INTERVAL_S = 10.0
 _SOURCE_VERTEX = re.compile(rf"^Source: {re.escape(SOURCE_NAME)}( |$)")
 _UNREACHABLE = (urllib.error.URLError, OSError, ValueError, KeyError, TypeError)
+_GONE_AFTER_S = 2.0
+"""A REST API that has not answered this long after a stop was triggered may have gone away
+(look for the savepoint in the target)."""
+_GIVE_UP_SILENT_S = 30.0
+"""A REST API that has not answered this long, with no savepoint in the target: the stop failed."""
 
 
 class StopError(RuntimeError):
@@ -53,16 +65,32 @@ def stop_with_savepoint(
     """Stop the job with a canonical savepoint in `target`; its location. With `drain` the
     sources end first (the watermark rises to its maximum, every input is finished)."""
     body = {"targetDirectory": savepoint_uri(target), "drain": drain, "formatType": "CANONICAL"}
+    triggered_at = time.time()
     try:
         trigger = rest_call(rest_address, f"/jobs/{job_id}/stop", body)["request-id"]
     except _UNREACHABLE as exc:
         raise StopError(f"cannot stop job {job_id} at {rest_address}: {exc}") from exc
     deadline = time.monotonic() + timeout_s
+    answered_at = time.monotonic()
     while time.monotonic() < deadline:
         try:
             status = rest_call(rest_address, f"/jobs/{job_id}/savepoints/{trigger}")
+            answered_at = time.monotonic()
         except _UNREACHABLE:
             status = {}
+        silent_s = time.monotonic() - answered_at
+        if silent_s >= _GONE_AFTER_S:
+            # The cluster may have gone: a local one (`run`'s) ends with its job, so the stop
+            # may have completed unseen. Its savepoint, if whole, is in the target.
+            found = _finished_savepoint(target, job_id, triggered_at)
+            if found is not None:
+                return found
+            if silent_s >= _GIVE_UP_SILENT_S:
+                raise StopError(
+                    f"the JobManager at {rest_address} has not answered for "
+                    f"{_GIVE_UP_SILENT_S:.0f} s since the stop of job {job_id} was triggered, "
+                    f"and no savepoint of it is in {target}"
+                )
         if status.get("status", {}).get("id") == "COMPLETED":
             operation = status.get("operation", {})
             if "location" in operation:
@@ -75,10 +103,35 @@ def stop_with_savepoint(
     )
 
 
+def _finished_savepoint(target: str, job_id: str, since: float) -> str | None:
+    """The location of a whole savepoint of `job_id` (its `_metadata` written) that Flink
+    made in `target` after `since` (epoch seconds), as Flink gives it; None if there is none.
+    Flink names it `savepoint-<the job id's first 6 characters>-<random>`."""
+    filesystem, root = pyarrow.fs.FileSystem.from_uri(savepoint_uri(target))
+    try:
+        entries = filesystem.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True))
+    except OSError:
+        return None
+    prefix = f"savepoint-{job_id[:6]}-"
+    whole = []
+    for entry in entries:
+        if entry.type != pyarrow.fs.FileType.Directory or not entry.base_name.startswith(prefix):
+            continue
+        metadata = filesystem.get_file_info(f"{entry.path}/_metadata")
+        made = metadata.mtime.timestamp() if metadata.mtime is not None else None
+        if metadata.type == pyarrow.fs.FileType.File and made is not None and made >= since - 1:
+            whole.append((made, entry.path))  # (a second of slack: file times may be coarse)
+    if not whole:
+        return None
+    newest = max(whole)[1]
+    scheme = savepoint_uri(target).split("://", 1)[0]
+    return f"file:{newest}" if scheme == "file" else f"{scheme}://{newest}"
+
+
 def _stop_progress(rest_address: str, job_id: str) -> str:
     """Where a stop that did not finish got to, from the REST API: the job's state and its
     latest savepoint's (how many subtasks acknowledged it)."""
-    state = "unknown"
+    state = "unknown: the REST API does not answer"
     with contextlib.suppress(*_UNREACHABLE):
         state = str(rest_call(rest_address, f"/jobs/{job_id}")["state"])
     try:

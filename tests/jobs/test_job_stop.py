@@ -3,14 +3,17 @@ loopback stub: when it counts as answered, and the draining stop that ends it.""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
+from streamagents.jobs import _job_stop as job_stop
 from streamagents.jobs._job_stop import (
     StopError,
     finish_when_answered,
@@ -217,3 +220,61 @@ def test_a_stop_that_does_not_finish_says_how_far_its_savepoint_got() -> None:
         ),
     ):
         stop_with_savepoint(f"127.0.0.1:{stub.port}", JOB, "/sp", drain=False, timeout_s=1)
+
+
+def _stop_in_background(address: str, target: Path) -> tuple[threading.Thread, list[Any]]:
+    """`stop_with_savepoint` on a thread; its result (location or error) lands in the list."""
+    result: list[Any] = []
+
+    def stop() -> None:
+        try:
+            result.append(stop_with_savepoint(address, JOB, str(target), drain=False, timeout_s=60))
+        except StopError as error:
+            result.append(error)
+
+    thread = threading.Thread(target=stop, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_stop_whose_local_cluster_ends_before_it_is_seen_complete_finds_its_savepoint(
+    tmp_path: Path,
+) -> None:
+    """`run`'s cluster ends with its job: the stop may complete between two polls and the
+    REST API be gone at the next. The whole savepoint the stop wrote in the target is
+    returned, as Flink names it, a couple of seconds later (not after the timeout)."""
+    flink = FakeFlink(savepoint=None)
+    with LoopbackStubServer(flink) as stub:
+        thread, result = _stop_in_background(f"127.0.0.1:{stub.port}", tmp_path)
+        while not flink.stops:
+            time.sleep(0.01)
+        made = tmp_path / f"savepoint-{JOB[:6]}-5e1f0a2b3c4d"
+        made.mkdir()
+        (made / "_metadata").write_bytes(b"\x00")
+        (tmp_path / "savepoint-ffffff-000000000000").mkdir()  # another job's
+        started = time.monotonic()
+    thread.join(timeout=30)
+    assert result == [f"file:{made}"]
+    assert time.monotonic() - started < 10
+
+
+def test_a_stop_whose_cluster_is_gone_without_a_savepoint_fails_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No answer and no whole savepoint of the job made since the stop (an older one, one
+    without `_metadata`): an error naming the silence, without waiting out the timeout."""
+    monkeypatch.setattr(job_stop, "_GIVE_UP_SILENT_S", 3.0)
+    older = tmp_path / f"savepoint-{JOB[:6]}-0a0a0a0a0a0a"
+    older.mkdir()
+    (older / "_metadata").write_bytes(b"\x00")
+    os.utime(older / "_metadata", (time.time() - 3600, time.time() - 3600))
+    (tmp_path / f"savepoint-{JOB[:6]}-0b0b0b0b0b0b").mkdir()  # not whole: no _metadata
+    flink = FakeFlink(savepoint=None)
+    with LoopbackStubServer(flink) as stub:
+        thread, result = _stop_in_background(f"127.0.0.1:{stub.port}", tmp_path)
+        while not flink.stops:
+            time.sleep(0.01)
+    thread.join(timeout=30)
+    assert len(result) == 1 and isinstance(result[0], StopError)
+    assert "has not answered for 3 s" in str(result[0])
+    assert f"no savepoint of it is in {tmp_path}" in str(result[0])
