@@ -124,11 +124,22 @@ for _name in {names!r}:
 
 def _warm(modules: Sequence[str]) -> None:
     """Import `modules` in the gateway JVM's embedded Python (see the module docstring); a
-    failure is left for the tasks to meet (they import the same modules and report it)."""
+    failure is left for the tasks to meet (they import the same modules and report it).
+
+    Through a gateway client of its own: py4j serves each of a client's connections on a
+    JVM thread of its own, and PyFlink puts connector jars on the context class loader of
+    the JVM thread that served the call. Sharing the command's client, this long call held
+    the connection the command had used, so the command's next calls went out on a new one
+    (a thread without the jars: the Kafka connector not found, now and then)."""
+    from py4j.java_gateway import JavaGateway
     from pyflink.java_gateway import get_gateway
 
     try:
-        core = get_gateway().jvm.pemja.core
+        own = JavaGateway(gateway_parameters=get_gateway().gateway_parameters)
+    except Exception:  # an optimisation only: the tasks import the same modules anyway
+        return
+    try:
+        core = own.jvm.pemja.core
         settings = core.PythonInterpreterConfig
         config = (
             settings.newBuilder()
@@ -141,8 +152,10 @@ def _warm(modules: Sequence[str]) -> None:
             interpreter.exec(_IMPORT_EACH.format(names=list(modules)))
         finally:
             interpreter.close()
-    except Exception:  # an optimisation only: the tasks import the same modules anyway
+    except Exception:  # as above
         return
+    finally:
+        own.close()
 
 
 def warm_task_python(modules: Sequence[str]) -> threading.Thread:

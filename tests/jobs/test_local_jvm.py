@@ -104,3 +104,40 @@ def test_warming_imports_modules_where_the_tasks_will_find_them_past_one_that_fa
     # PyFlink's thread-mode operations and the modules asked for are imported in the JVM's
     # Python, which every task's interpreter shares; a module that fails is skipped.
     assert found == sorted(["colorsys", "wave", operations])
+
+
+CLASS_LOADER_PROBE = """
+import json, time
+from streamagents.jobs._local_jvm import start_in_background, warm_task_python
+start_in_background().join(300)
+from pyflink.java_gateway import get_gateway
+from pyflink.util.java_utils import add_jars_to_context_class_loader
+JAR = "file:/nowhere/streamagents-probe-connector.jar"
+add_jars_to_context_class_loader([JAR])  # as the command does for the Kafka connector
+thread = get_gateway().jvm.Thread
+
+def sees_the_jar():
+    try:  # a class loader that is not a URL class loader has no getURLs: not the jar's
+        urls = thread.currentThread().getContextClassLoader().getURLs()
+    except Exception:
+        return False
+    return JAR in [url.toString() for url in urls]
+
+before = sees_the_jar()
+warmer = warm_task_python([])
+time.sleep(0.5)  # the warm-up's call (PyFlink's and Beam's imports) takes seconds
+during = warmer.is_alive() and sees_the_jar()
+warmer.join(300)
+print(json.dumps([before, during, sees_the_jar()]))
+"""
+
+
+def test_warming_leaves_the_commands_jvm_thread_and_its_connector_jars_alone() -> None:
+    """PyFlink puts a connector jar on the context class loader of the JVM thread that
+    serves the command's calls; while the warm-up's long call runs, the command's calls
+    are still served there (the Kafka connector is found)."""
+    result = subprocess.run(
+        [sys.executable, "-c", CLASS_LOADER_PROBE], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [True, True, True]
