@@ -92,13 +92,6 @@ def flink_configuration(
     config.set_string(
         "execution.checkpointing.timeout", f"{int(checkpointing.timeout_s * 1000)} ms"
     )
-    # After a restart the first trigger comes at a random delay between this pause and the
-    # interval; with Flink's default, no pause, it often comes before the restarted tasks run
-    # (it fails) or have answered anything (it commits nothing), and the next an interval
-    # later: docs/reliability.md#a-lost-taskmanager.
-    config.set_string(
-        "execution.checkpointing.min-pause", f"{int(checkpointing.interval_s * 500)} ms"
-    )
     if not checkpointing.unaligned:
         for key in BACKLOG_SETTINGS:
             if key.startswith("execution.checkpointing."):

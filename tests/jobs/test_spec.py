@@ -400,7 +400,6 @@ def test_checkpoint_settings_reach_flink_unaligned_by_default(tmp_path: Path) ->
     assert config.get_string("execution.checkpointing.during-recovery.enabled", "") == "false"
     assert config.get_string("execution.checkpointing.timeout", "") == "30000 ms"
     assert config.get_string("execution.checkpointing.interval", "") == "2000 ms"
-    assert config.get_string("execution.checkpointing.min-pause", "") == "1000 ms"
 
 
 def test_checkpoint_timeout_and_waiting_bound_must_be_positive(tmp_path: Path) -> None:
