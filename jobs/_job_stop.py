@@ -28,17 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow.fs
-
+from streamagents.jobs._resume import newest_savepoint
 from streamagents.jobs.cluster import rest_call
 from streamagents.jobs.graph import SOURCE_NAME
 
-__all__ = [
-    "StopError",
-    "finish_when_answered",
-    "input_answered",
-    "stop_with_savepoint",
-]
+__all__ = ["StopError", "finish_when_answered", "input_answered", "stop_with_savepoint"]
 
 _DEFAULT_FETCH_INTERVAL_S = 10.0
 _SOURCE_VERTEX = re.compile(rf"^Source: {re.escape(SOURCE_NAME)}( |$)")
@@ -82,9 +76,9 @@ def stop_with_savepoint(
         if silent_s >= _GONE_AFTER_S:
             # The cluster may have gone: a local one (`run`'s) ends with its job, so the stop
             # may have completed unseen. Its savepoint, if whole, is in the target.
-            found = _finished_savepoint(target, job_id, triggered_at)
+            found = newest_savepoint(target, job_id, since=triggered_at)
             if found is not None:
-                return found
+                return found if "://" in found else f"file:{found}"  # as Flink gives it
             if silent_s >= _GIVE_UP_SILENT_S:
                 raise StopError(
                     f"the JobManager at {rest_address} has not answered for "
@@ -101,31 +95,6 @@ def stop_with_savepoint(
     raise StopError(
         f"savepoint not finished after {timeout_s:.0f} s ({_stop_progress(rest_address, job_id)})"
     )
-
-
-def _finished_savepoint(target: str, job_id: str, since: float) -> str | None:
-    """The location of a whole savepoint of `job_id` (its `_metadata` written) that Flink
-    made in `target` after `since` (epoch seconds), as Flink gives it; None if there is none.
-    Flink names it `savepoint-<the job id's first 6 characters>-<random>`."""
-    filesystem, root = pyarrow.fs.FileSystem.from_uri(savepoint_uri(target))
-    try:
-        entries = filesystem.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True))
-    except OSError:
-        return None
-    prefix = f"savepoint-{job_id[:6]}-"
-    whole = []
-    for entry in entries:
-        if entry.type != pyarrow.fs.FileType.Directory or not entry.base_name.startswith(prefix):
-            continue
-        metadata = filesystem.get_file_info(f"{entry.path}/_metadata")
-        made = metadata.mtime.timestamp() if metadata.mtime is not None else None
-        if metadata.type == pyarrow.fs.FileType.File and made is not None and made >= since - 1:
-            whole.append((made, entry.path))  # (a second of slack: file times may be coarse)
-    if not whole:
-        return None
-    newest = max(whole)[1]
-    scheme = savepoint_uri(target).split("://", 1)[0]
-    return f"file:{newest}" if scheme == "file" else f"{scheme}://{newest}"
 
 
 def _stop_progress(rest_address: str, job_id: str) -> str:

@@ -109,11 +109,8 @@ class JobFolder:
         return self.root / "savepoints"
 
     def newest_savepoint(self, job_id: str) -> str | None:
-        """The newest complete savepoint of a job in `savepoints` (Flink names them
-        `savepoint-<first 6 of the job id>-<random>`), or None."""
-        found = self.savepoints.glob(f"savepoint-{job_id[:6]}-*/_metadata")
-        newest = max(found, key=lambda metadata: metadata.stat().st_mtime, default=None)
-        return None if newest is None else str(newest.parent)
+        """The newest complete savepoint of a job in `savepoints`, or None."""
+        return newest_savepoint(str(self.savepoints), job_id)
 
     def attempts(self) -> list[Attempt]:
         """The recorded runs, oldest first (none when there is no readable record)."""
@@ -186,6 +183,32 @@ def _delete_checkpoints(attempt: Attempt) -> None:
     filesystem, path = _filesystem(f"{attempt.checkpoints.rstrip('/')}/{attempt.job_id}")
     with contextlib.suppress(OSError):
         filesystem.delete_dir(path)
+
+
+def newest_savepoint(directory: str, job_id: str, since: float = float("-inf")) -> str | None:
+    """The newest complete savepoint of a job in `directory` (a local path or a URI; Flink
+    names them `savepoint-<first 6 of the job id>-<random>`, complete once `_metadata` is
+    written), made at `since` (epoch seconds; a second of slack for coarse file times) or
+    later; its path (a URI keeps its scheme), or None."""
+    filesystem, path = _filesystem(directory)
+    try:
+        entries = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
+    except OSError:
+        return None
+    prefix = f"savepoint-{job_id[:6]}-"
+    complete = []
+    for entry in entries:
+        if entry.type != fs.FileType.Directory or not entry.base_name.startswith(prefix):
+            continue
+        metadata = filesystem.get_file_info(f"{entry.path}/_metadata")
+        if metadata.type == fs.FileType.File and metadata.mtime is not None:
+            made = metadata.mtime.timestamp()
+            if made >= since - 1:
+                complete.append((made, entry.path))
+    if not complete:
+        return None
+    newest = max(complete)[1]
+    return f"{directory[: directory.index('://') + 3]}{newest}" if _URI.match(directory) else newest
 
 
 def latest_checkpoint(checkpoints: str, job_id: str) -> str | None:
