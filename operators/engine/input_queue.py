@@ -3,9 +3,12 @@
 Each key's queue is a map from position to input line plus its head and tail positions,
 so adding and taking an input touches one entry. The subtask counts its waiting inputs
 (`waiting`), which bounds how many may wait before the task thread makes room by settling
-a busy key's call (`max_waiting_inputs`). Inputs without an id get their key's next
-position among such inputs (`number`), kept in state so a replay numbers them alike; each
-run gets its key's next run sequence number (`next_run`), kept in state the same way.
+a busy key's call (`max_waiting_inputs`) and tells `run` that a held input is answered (the
+`waiting_inputs` metric at 0). A queue restored from a checkpoint is counted the first time
+its key is touched (a timer, or an input replayed after the restore), each line once.
+Inputs without an id get their key's next position among such inputs (`number`), kept in
+state so a replay numbers them alike; each run gets its key's next run sequence number
+(`next_run`), kept in state the same way.
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ class InputQueue:
         self._tail = port.value_state("queue_tail", StateKind.INT)
         self._unnamed = port.value_state("inputs_without_id", StateKind.INT)
         self._runs = port.value_state("key_runs", StateKind.INT)
+        self._port = port
         self._max_waiting = max_waiting
         self._metrics = metrics
         self.waiting = 0
-        """Inputs waiting in this subtask's queues (restored queues count once resumed)."""
+        """Inputs waiting in this subtask's queues (restored ones once their key is touched)."""
+        self._counted: set[str] = set()
+        """The keys with waiting lines that are counted in `waiting` (see `_adopt`)."""
 
     @property
     def full(self) -> bool:
@@ -38,7 +44,12 @@ class InputQueue:
 
     def push(self, raw: str) -> None:
         """Queue an input line behind the current key's run."""
-        tail = self._tail.value() or 0
+        tail = self._tail.value()
+        key = self._port.current_key()
+        if tail is not None:
+            self._adopt(key, tail - (self._head.value() or 0))
+        self._counted.add(key)
+        tail = tail or 0
         self._lines.put(tail, raw)
         self._tail.update(tail + 1)
         self._count(1)
@@ -49,12 +60,15 @@ class InputQueue:
         if tail is None:
             return None
         head = self._head.value() or 0
+        key = self._port.current_key()
+        self._adopt(key, tail - head)
         raw = self._lines.get(head)
         self._lines.remove(head)
         self._count(-1)
         if head + 1 >= tail:
             self._head.clear()
             self._tail.clear()
+            self._counted.discard(key)
         else:
             self._head.update(head + 1)
         return raw
@@ -69,8 +83,11 @@ class InputQueue:
         return self._tail.value() is not None
 
     def count_restored(self) -> None:
-        """Count the current key's queue, restored from a checkpoint, as waiting."""
-        self._count(self.length())
+        """Count the current key's queue, restored from a checkpoint, as waiting (the
+        lines this attempt has already counted are not counted again)."""
+        length = self.length()
+        if length:
+            self._adopt(self._port.current_key(), length)
 
     def number(self, record: InputRecord) -> InputRecord:
         """Give an input without an id its key's next position (see `records.numbered`).
@@ -98,6 +115,13 @@ class InputQueue:
         self._unnamed.clear()
         self._runs.clear()
 
+    def _adopt(self, key: str, length: int) -> None:
+        """Count `key`'s `length` waiting lines unless they are counted: those of a queue
+        restored from a checkpoint, the first time this attempt touches it."""
+        if key not in self._counted:
+            self._counted.add(key)
+            self._count(length)
+
     def _count(self, change: int) -> None:
-        self.waiting = max(0, self.waiting + change)  # restored parked queues are not counted
+        self.waiting += change
         self._metrics.waiting_inputs.set(self.waiting)

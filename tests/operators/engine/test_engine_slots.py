@@ -62,3 +62,42 @@ def test_a_hot_keys_inputs_wait_within_the_bound_and_are_answered_in_order(
     assert peak == 2
     h.settle_all()
     assert [o["id"] for o in h.outputs()] == [f"hot-{n}" for n in range(6)]
+
+
+def test_an_input_replayed_behind_a_restored_run_is_counted_once(tmp_path: Path) -> None:
+    """An input the source sends again after a restore, for a key whose restored run has
+    not resumed yet, is counted once as waiting: once all is answered no input counts as
+    waiting (`run` and `submit --wait` end a held bounded input when no subtask has one)."""
+    h = harness(tmp_path, EchoTestModel(), max_in_flight=2)
+    h.send_input("a", "a-1", "one")  # runs
+    h.send_input("a", "a-2", "two")  # waits behind a's run
+    checkpoint = h.checkpoint()
+    h.send_input("a", "a-3", "three")  # after the checkpoint: the source sends it again
+    h.restore(checkpoint)  # a-3 is replayed before a's restored run resumes
+    h.settle_all()
+    h.advance(5000)
+    assert [o["id"] for o in h.outputs()] == ["a-1", "a-2", "a-3"]
+    assert h.engine._queue.waiting == 0
+    assert h.metric_group.metrics["waiting_inputs"].count == 0
+
+
+def test_a_restored_queue_of_inputs_waiting_for_a_slot_is_counted(tmp_path: Path) -> None:
+    """Inputs restored while they waited for a call slot count as waiting once their key
+    is next touched: when the first starts, the one behind it still counts."""
+    h = harness(tmp_path, EchoTestModel(), max_in_flight=1)
+    h.runner.slots_held = True
+    h.send_input("a", "a-1", "one")  # holds the only slot
+    h.send_input("c", "c-1", "two")  # c-1 and c-2 wait for a slot (c has no run)
+    h.send_input("c", "c-2", "three")
+    assert h.engine._queue.waiting == 2
+    h.restore(h.checkpoint())
+    h.advance(1000)  # a's run is resumed (its call made again); c finds no slot
+    h.complete("a")
+    h.advance(1000)  # a's answer frees the slot: c-1 starts
+    assert [o["id"] for o in h.outputs()] == ["a-1"]
+    assert [c.key for c in h.runner.pending] == ["c"]
+    assert h.engine._queue.waiting == 1  # c-2
+    h.settle_all()
+    h.advance(5000)
+    assert [o["id"] for o in h.outputs()] == ["a-1", "c-1", "c-2"]
+    assert h.engine._queue.waiting == 0
