@@ -84,10 +84,11 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
         # `submit --wait`, as `run`: the bounded input is held open, so that checkpoints
         # after the source has read its last line do not wait behind the inputs still in
         # the network buffers (a finished source's end of data is not overtaken)
-        follower, job_id = submit_and_follow(spec, cluster.rest_address, tmp_path / "submit.log")
+        log = tmp_path / "submit.log"
+        follower, job_id = submit_and_follow(spec, cluster.rest_address, log)
         try:
-            watch = BacklogWatch(cluster.rest_address, job_id, job / "out" / "answers", model)
-            watch.wait_until(lambda s: s.committed >= KILL_AT * INPUTS, timeout_s=300)
+            watch = BacklogWatch(cluster.rest_address, job_id, job / "out" / "answers", model, log)
+            watch.wait_until(lambda s: s.committed >= KILL_AT * INPUTS, timeout_s=240)
             before_kill = list(watch.samples)
             checkpoints_before_kill = watch.completed_checkpoints()
             calls_at_kill = sum(model.calls.values())
@@ -97,9 +98,9 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
             killed_at_epoch = time.time()
             at_kill = watch.sample()  # taken before a restart could commit anything
             noticed_s = seconds_until_forgotten(cluster, registered)
-            watch.wait_until(lambda s: s.committed > at_kill.committed, timeout_s=300)
+            watch.wait_until(lambda s: s.committed > at_kill.committed, timeout_s=120)
             resumed = watch.samples[-1]
-            watch.wait_until(lambda s: False, timeout_s=600)
+            watch.wait_until(lambda s: False, timeout_s=180)  # the pytest timeout is 600 s
             assert watch.state() == "FINISHED"
             assert follower.wait(timeout=120) == 0
             restore = watch.restored_checkpoint()
@@ -240,7 +241,7 @@ def test_the_end_of_a_bounded_input_stays_protected(
         log = tmp_path / "submit.log"
         follower, job_id = submit_and_follow(spec, cluster.rest_address, log)
         try:
-            watch = BacklogWatch(cluster.rest_address, job_id, job / "out" / "answers", model)
+            watch = BacklogWatch(cluster.rest_address, job_id, job / "out" / "answers", model, log)
             watch.wait_until(lambda s: source_finished(cluster.rest_address, job_id), 300)
             finished_epoch, finished_at = time.time(), watch.samples[-1].at_s
             answered_at_finish = model.answered

@@ -217,6 +217,8 @@ class BacklogWatch:
     job_id: str
     answers: Path
     model: CountingTestModel
+    log: Path | None = None
+    """The following command's output, shown when a wait times out."""
     started: float = field(default_factory=time.monotonic)
     samples: list[Sample] = field(default_factory=list)
     checkpoints: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -252,8 +254,23 @@ class BacklogWatch:
             if state == "FINISHED" or done(now):
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"not done in {timeout_s}s: {now}")
+                raise TimeoutError(f"not done in {timeout_s}s: {now}\n{self._where()}")
             time.sleep(0.5)
+
+    def _where(self) -> str:
+        """Where the job is, for a wait that timed out: its tasks' states, its last
+        checkpoints and the tail of the following command's output."""
+        try:
+            vertices = rest_call(self.address, f"/jobs/{self.job_id}", timeout_s=10)["vertices"]
+            tasks = ", ".join(f"{v['name']}: {v['status']}" for v in vertices)
+        except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+            tasks = f"job details unavailable ({exc})"
+        last = [
+            (c["id"], c["status"], c.get("is_savepoint"))
+            for _, c in sorted(self.checkpoints.items())[-5:]
+        ]
+        tail = self.log.read_text().splitlines()[-30:] if self.log and self.log.exists() else []
+        return "\n".join([f"tasks: {tasks}", f"last checkpoints: {last}", *tail])
 
     def restored_checkpoint(self) -> tuple[int, float, float] | None:
         """The checkpoint the job last restored: its id, when it was triggered and when it
