@@ -7,14 +7,24 @@ walks every tracked object, the modules of PyFlink, pydantic, the SDK and ours i
 seconds at full speed, up to a tenth of a 0 ms turn's time (`benchmarks/bench_wire.py`,
 its `gc ms/turn` column). `freeze_long_lived` moves what is alive once the agent function
 has opened into the collector's permanent generation, which collections skip; reference
-counting still frees those objects.
+counting still frees those objects. The agent function asks for it (`freeze_soon`) a few
+seconds after its `open()`, on a thread of its own: a restarted job's subtasks then open
+and make their first calls without waiting behind a full collection each (it holds the GIL
+the loop threads need as well), and the opens of those seconds share one.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 
-__all__ = ["freeze_long_lived"]
+__all__ = ["FREEZE_DELAY_S", "freeze_long_lived", "freeze_soon"]
+
+FREEZE_DELAY_S = 5.0
+"""How long after an `open()` the collection and freeze run (`freeze_soon`)."""
+
+_lock = threading.Lock()
+_scheduled: threading.Timer | None = None
 
 
 def freeze_long_lived() -> None:
@@ -25,3 +35,16 @@ def freeze_long_lived() -> None:
     gc.unfreeze()
     gc.collect()
     gc.freeze()
+
+
+def freeze_soon(delay_s: float = FREEZE_DELAY_S) -> threading.Timer:
+    """Run `freeze_long_lived` on a thread of its own `delay_s` from now, unless a run is
+    already waiting (it then covers what opens now); returns the timer that will run it."""
+    global _scheduled
+    with _lock:
+        if _scheduled is None or _scheduled.finished.is_set():
+            _scheduled = threading.Timer(delay_s, freeze_long_lived)
+            _scheduled.name = "freeze-long-lived"
+            _scheduled.daemon = True
+            _scheduled.start()
+        return _scheduled

@@ -25,7 +25,7 @@ from pyflink.datastream.functions import TimeDomain
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.runtime import AgentRuntime
 from streamagents.operators.engine import AgentEngine, Emitter, EngineLoop, EngineMetrics
-from streamagents.operators.flink._frozen_heap import freeze_long_lived
+from streamagents.operators.flink._frozen_heap import freeze_soon
 from streamagents.operators.flink._sdk_logging import quiet_sdk_loggers
 from streamagents.operators.flink._task_thread_store import TaskThreadStore
 from streamagents.operators.flink._task_watch import TaskWatch
@@ -108,7 +108,7 @@ class AgentFunction(KeyedProcessFunction):
             emitter,
         )
         self._watch = TaskWatch(self.close)
-        freeze_long_lived()
+        freeze_soon()
 
     def close(self) -> None:
         """Stop the loop thread (cancelling calls still running) and close the runtime:

@@ -1,5 +1,5 @@
-"""The agent function's open() exempts long-lived objects from full collections, and a
-restart's open() releases what the earlier attempt froze."""
+"""The agent function's open() has long-lived objects exempted from full collections soon
+after, and a restart's open() releases what the earlier attempt froze."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streamagents.operators.flink._frozen_heap import freeze_long_lived
+from streamagents.operators.flink._frozen_heap import freeze_long_lived, freeze_soon
 
 
 class _Node:
@@ -44,3 +44,17 @@ def test_a_cycle_frozen_by_an_earlier_open_is_collected_by_the_next() -> None:
     assert dead() is not None  # the attempt died without close(): its cycle stays frozen
     freeze_long_lived()  # the restarted attempt's open()
     assert dead() is None
+
+
+def test_the_opens_of_a_few_seconds_share_one_freeze_made_after_them() -> None:
+    gc.unfreeze()
+    first = freeze_soon(0.3)  # a subtask's open()
+    assert freeze_soon(0.3) is first  # its sibling's, a moment later
+    assert gc.get_freeze_count() == 0  # the opens do not wait for it
+    kept = _Node()  # made by the second open, before the freeze runs
+    first.join(timeout=10)
+    assert gc.get_freeze_count() > 0
+    assert id(kept) not in {id(found) for found in gc.get_objects()}
+    later = freeze_soon(0.3)  # a later open (a restart) gets a freeze of its own
+    later.cancel()  # (not in this test process)
+    assert later is not first
