@@ -46,12 +46,12 @@ __all__ = [
 
 
 FAILURE_DETECTION: dict[str, int] = {
-    "heartbeat.interval": 500,
+    "heartbeat.interval": 250,
     "heartbeat.rpc-failure-threshold": 2,
     "heartbeat.timeout": 15_000,
 }
 """How fast a lost TaskManager is noticed (docs/reliability.md#a-lost-taskmanager): a
-process that is gone fails two heartbeat calls in a row, about 1 s (until then a restart
+process that is gone fails two heartbeat calls in a row, about 0.5 s (until then a restart
 sends tasks to it again, and they fail); one that hangs (a long GC pause, a machine that
 stops answering) is given 15 s. Flink's defaults (10 s, 2, 50 s) suit large clusters: about
 20 s after a `kill -9` before the job can restart."""
