@@ -18,7 +18,10 @@ from google.genai import types
 from streamagents.connectors.provider_files import ProviderFile
 from streamagents.connectors.providers.base import ModelOptions, SDKChatModel
 from streamagents.connectors.providers.errors import BadRequest, MalformedResponse, ProviderError
-from streamagents.connectors.providers.gemini._aiohttp_session import proxied_session
+from streamagents.connectors.providers.gemini._aiohttp_session import (
+    proxied_session,
+    shared_tls_context,
+)
 from streamagents.connectors.providers.gemini._context_cache import (
     CacheCreated,
     ContextCache,
@@ -73,7 +76,13 @@ def sdk_http_options(
     options: GeminiOptions, session: aiohttp.ClientSession | None = None
 ) -> types.HttpOptions:
     """The google-genai client's HTTP options: endpoint, timeout, one attempt, transport
-    (and the aiohttp session to send with, when given)."""
+    (and the aiohttp session to send with, when given, whose requests then verify servers
+    with the process's `shared_tls_context`)."""
+    if options.transport == "httpx":
+        # A transport of its own is how the SDK is told to use httpx rather than aiohttp.
+        client_args: dict[str, Any] | None = {"transport": httpx2.AsyncHTTPTransport()}
+    else:
+        client_args = None if session is None else {"ssl": shared_tls_context()}
     return types.HttpOptions(
         base_url=options.base_url,
         api_version=options.api_version,
@@ -82,10 +91,7 @@ def sdk_http_options(
         # SDK retries on its own (its aiohttp path sleeps 1-10 s and tries a failed
         # connection again; the interactions client retries too).
         retry_options=types.HttpRetryOptions(attempts=1),
-        # A transport of its own is how the SDK is told to use httpx rather than aiohttp.
-        async_client_args={"transport": httpx2.AsyncHTTPTransport()}
-        if options.transport == "httpx"
-        else None,
+        async_client_args=client_args,
         aiohttp_client=session,
     )
 

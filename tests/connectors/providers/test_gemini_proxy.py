@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
+from typing import Any
 
 import pytest
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.providers import create_model
+from streamagents.connectors.providers.gemini._aiohttp_session import shared_tls_context
 from streamagents.serde.messages import ChatMessage
 
 OK = {
@@ -73,3 +76,25 @@ def test_closing_the_model_closes_the_session_it_sent_with(
 
     session = asyncio.run(call_then_close())
     assert session.closed  # type: ignore[attr-defined]
+
+
+def test_the_clients_of_a_process_share_one_tls_context(
+    stub: LoopbackStubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client per subtask (several at once when a TaskManager restarts a job) does not
+    load the CA bundle for its aiohttp requests and websockets again: one context is built
+    for the process (google-genai still builds one for its httpx client)."""
+    built: list[ssl.SSLContext] = []
+    create = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        built.append(create(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    shared_tls_context.cache_clear()
+    models = [create_model("gemini", "m", api_key="k", base_url=stub.url) for _ in range(3)]
+    for model in models:
+        stub.script(OK)
+        assert model.chat(QUESTION).message.content == "ok"
+    assert len(built) <= 1 + len(models)  # three per client without the shared one
