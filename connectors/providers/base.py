@@ -110,6 +110,10 @@ class ChatModel(ABC):
     def prepare(self) -> None:  # noqa: B027 - optional hook, default does nothing
         """Start what the first call would otherwise wait for (a worker process)."""
 
+    async def warm(self) -> None:  # noqa: B027 - optional hook, default does nothing
+        """Build, on the running loop, what the first call on it would build before
+        sending (an SDK client), so that call does not wait for it."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, default does nothing
         """Release the SDK client's connections."""
 
@@ -312,6 +316,10 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    async def warm(self) -> None:
+        """Build this loop's SDK client (its TLS context, its session) now."""
+        self._client.get()
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle the settings only (a Flink function may carry the model); SDK clients stay."""

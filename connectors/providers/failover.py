@@ -181,6 +181,11 @@ class FailoverModel(ChatModel):
         for link in self.links:
             link.model.prepare()
 
+    async def warm(self) -> None:
+        """Warm every model of the chain."""
+        for link in self.links:
+            await link.model.warm()
+
     async def aclose(self) -> None:
         """Close every model of the chain."""
         for link in self.links:

@@ -314,6 +314,12 @@ class SdkProcessModel(ChatModel):
         elif self._worker.wait_ready(_READY_WAIT_S):
             _loaded.add(kind)
 
+    async def warm(self) -> None:
+        """While calls are to be made in this process (a worker that `prepare` did not wait
+        for is loading), build the in-process model's client on this loop now."""
+        if self._loading is not None and self._loading is self._worker and not self._loading.ready:
+            await self.model.warm()
+
     async def _running(self) -> _Worker:
         """The worker, started if there is none or it exited, attached to this loop."""
         worker = self._worker

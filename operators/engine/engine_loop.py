@@ -121,6 +121,10 @@ class EngineLoop:
                 self._in_flight -= 1
                 self._slots.notify_all()
 
+    def start_soon(self, coroutine: Awaitable[T]) -> concurrent.futures.Future[T]:
+        """Run `coroutine` on the loop, outside the bound, without waiting for it."""
+        return asyncio.run_coroutine_threadsafe(_contained(coroutine), self._loop)
+
     def call(self, coroutine: Awaitable[T], timeout_s: float) -> T:
         """Run `coroutine` on the loop (outside the bound) and wait for its result."""
         return asyncio.run_coroutine_threadsafe(_contained(coroutine), self._loop).result(timeout_s)

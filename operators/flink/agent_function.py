@@ -78,6 +78,9 @@ class AgentFunction(KeyedProcessFunction):
         runtime.store = TaskThreadStore(runtime.store, self._steps)
         self._runtime = runtime
         self._loop = EngineLoop(self._config.max_in_flight).start()
+        # Build the model's client while the rest of open() and Flink's restore run: a
+        # restarted job's first calls are made in this process (see `SdkProcessModel`).
+        self._loop.start_soon(runtime.model.warm())
         if self._event_log is not None:
             self._event_log.open(runtime_context, watch=False)  # closed with this function
         telemetry = self._config.telemetry

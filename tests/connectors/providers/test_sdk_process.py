@@ -30,6 +30,7 @@ from streamagents.connectors.providers import (
     create_model,
     sdk_process,
 )
+from streamagents.connectors.providers.gemini import GeminiChatModel
 from streamagents.connectors.providers.sdk_process import SdkProcessModel, wants_worker
 from streamagents.serde.chat import ChatResponse, ToolSpec
 from streamagents.serde.message_json import MessageJson
@@ -394,3 +395,47 @@ def test_create_model_wraps_the_adapter_in_a_worker_when_asked() -> None:
     assert not isinstance(create_model("gemini", "m", api_key="k"), SdkProcessModel)
     unset = create_model("gemini", "m", api_key="k", sdk_process=None)
     assert isinstance(unset, SdkProcessModel) == wants_worker(None)
+
+
+class ClientCountingGemini(GeminiChatModel):
+    """The Gemini adapter, counting the SDK clients it builds."""
+
+    clients_built = 0
+
+    def _new_client(self) -> Any:
+        self.clients_built += 1
+        return super()._new_client()
+
+
+@pytest.mark.parametrize(("limits", "warmed"), [(None, 1), (RateLimits(max_concurrent=4), 0)])
+def test_warming_a_restarted_operator_s_model_builds_the_client_its_first_calls_use(
+    stub: LoopbackStubServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    limits: RateLimits | None,
+    warmed: int,
+) -> None:
+    """While a restarted operator's worker loads, `warm()` (which the agent function starts
+    in `open()`) builds the in-process client on the loop, and the first calls use it; a
+    model whose calls wait for the worker (configured limits) builds none."""
+    slow = tmp_path / "slow-python"
+    slow.write_text(f'#!/bin/sh\nsleep 4\nexec {sys.executable} "$@"\n')
+    slow.chmod(0o755)
+    adapter = ClientCountingGemini("m", api_key="k", base_url=stub.url, limits=limits)
+    kind = (str(slow), f"{type(adapter).__module__}.{type(adapter).__qualname__}")
+    monkeypatch.setattr(sdk_process, "_loaded", {kind})  # loaded before in this process
+    model = SdkProcessModel(adapter, python=str(slow))
+    model.prepare()
+    stub.script(GEMINI_TOOL_CALL)
+
+    async def scenario() -> tuple[int, int]:
+        try:
+            await model.warm()
+            after_warm = adapter.clients_built
+            if warmed:
+                await model.achat([ChatMessage.user("hi")])
+            return after_warm, adapter.clients_built
+        finally:
+            await model.aclose()
+
+    assert asyncio.run(scenario()) == (warmed, warmed)

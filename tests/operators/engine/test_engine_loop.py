@@ -67,6 +67,26 @@ def test_wait_for_slot_blocks_until_a_coroutine_finishes(loop: EngineLoop) -> No
     first.result(timeout=5)
 
 
+def test_a_coroutine_started_soon_runs_while_every_slot_is_held(loop: EngineLoop) -> None:
+    """What the agent function starts on the loop in open() (warming the model) neither
+    waits for a slot nor holds one."""
+    release = threading.Event()
+
+    async def held() -> None:
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+
+    async def warm() -> str:
+        return "warm"
+
+    holders = [loop.submit(held()), loop.submit(held())]
+    assert loop.start_soon(warm()).result(timeout=5) == "warm"
+    assert loop.in_flight == 2
+    release.set()
+    for holder in holders:
+        holder.result(timeout=5)
+
+
 def test_stop_cancels_running_coroutines_and_runs_the_closer() -> None:
     loop = EngineLoop(max_in_flight=1).start()
     closed = []
