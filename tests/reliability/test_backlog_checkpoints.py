@@ -67,6 +67,11 @@ def first_checkpoint_after_kill_s(watch: BacklogWatch, killed_at_epoch: float) -
     return round(after[0]["latest_ack_timestamp"] / 1000 - killed_at_epoch, 1)
 
 
+def per_half_second(times: list[float], start: float, halves: int = 20) -> list[int]:
+    """How many of `times` (epoch seconds) fall in each half second from `start`."""
+    return [sum(start + i / 2 <= t < start + (i + 1) / 2 for t in times) for i in range(halves)]
+
+
 def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
     cluster: StandaloneCluster, tmp_path: Path
 ) -> None:
@@ -174,6 +179,12 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
         "lost": len(lost),
         "duplicated": len(duplicated),
         "wall_time_s": watch.samples[-1].at_s,
+        "requests_in_each_half_second_after_kill": per_half_second(
+            model.received_at, killed_at_epoch
+        ),
+        "answers_in_each_half_second_after_kill": per_half_second(
+            model.answered_at, killed_at_epoch
+        ),
         "timeline_s_committed_produced": [
             (s.at_s, s.committed, s.produced) for s in watch.samples[::2]
         ],

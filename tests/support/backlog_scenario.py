@@ -36,17 +36,19 @@ class CountingTestModel:
 
     The input id is read from the last user text `input <id> ...`; `calls` counts calls per
     id (a count above one is a call made again after a failure), `first_answer` keeps
-    the moment each id was first answered and `answered_at` the wall-clock time (epoch
-    seconds, as Flink's timestamps) of every answer."""
+    the moment each id was first answered, `answered_at` the wall-clock time (epoch
+    seconds, as Flink's timestamps) of every answer and `received_at` of every request."""
 
     def __init__(self, latency_s: float) -> None:
         self.latency_s = latency_s
         self.calls: Counter[str] = Counter()
         self.first_answer: dict[str, float] = {}
         self.answered_at: list[float] = []
+        self.received_at: list[float] = []
         self._lock = threading.Lock()
 
     def __call__(self, request: RecordedRequest) -> StubReply:
+        self.received_at.append(time.time())
         body = request.json
         contents = body.get("contents", []) if isinstance(body, dict) else []
         texts = [
