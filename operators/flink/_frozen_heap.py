@@ -7,10 +7,11 @@ walks every tracked object, the modules of PyFlink, pydantic, the SDK and ours i
 seconds at full speed, up to a tenth of a 0 ms turn's time (`benchmarks/bench_wire.py`,
 its `gc ms/turn` column). `freeze_long_lived` moves what is alive once the agent function
 has opened into the collector's permanent generation, which collections skip; reference
-counting still frees those objects. The agent function asks for it (`freeze_soon`) a few
-seconds after its `open()`, on a thread of its own: a restarted job's subtasks then open
-and make their first calls without waiting behind a full collection each (it holds the GIL
-the loop threads need as well), and the opens of those seconds share one.
+counting still frees those objects. The agent function freezes at the end of a first
+attempt's `open()`; a restarted attempt's asks for it (`freeze_soon`) a few seconds later,
+on a thread of its own: a restarted job's subtasks then open and make their restored calls
+without waiting behind a full collection each (it holds the GIL the loop threads need as
+well), and the opens of those seconds share one.
 """
 
 from __future__ import annotations

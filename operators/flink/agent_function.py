@@ -25,7 +25,7 @@ from pyflink.datastream.functions import TimeDomain
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.runtime import AgentRuntime
 from streamagents.operators.engine import AgentEngine, Emitter, EngineLoop, EngineMetrics
-from streamagents.operators.flink._frozen_heap import freeze_soon
+from streamagents.operators.flink._frozen_heap import freeze_long_lived, freeze_soon
 from streamagents.operators.flink._sdk_logging import quiet_sdk_loggers
 from streamagents.operators.flink._task_thread_store import TaskThreadStore
 from streamagents.operators.flink._task_watch import TaskWatch
@@ -42,14 +42,27 @@ RuntimeFactory = Callable[[AgentConfig], AgentRuntime]
 T = TypeVar("T")
 
 
-def _parallelism(runtime_context: RuntimeContext) -> int:
-    """The parallelism the operator runs at. In thread mode PyFlink 2.3's runtime context
-    asks Flink 2's Java context for a method it moved to its task info, so ask that."""
+def _task_info(runtime_context: RuntimeContext, method: str, java_getter: str) -> int:
+    """A number about the task (`method` of the runtime context). In thread mode PyFlink
+    2.3's runtime context asks Flink 2's Java context for methods it moved to its task info
+    (`java_getter` there), so ask that."""
     try:
-        return runtime_context.get_number_of_parallel_subtasks()
+        return int(getattr(runtime_context, method)())
     except AttributeError:
         java = runtime_context._runtime_context  # type: ignore[attr-defined]
-        return int(java.getTaskInfo().getNumberOfParallelSubtasks())
+        return int(getattr(java.getTaskInfo(), java_getter)())
+
+
+def _parallelism(runtime_context: RuntimeContext) -> int:
+    """The parallelism the operator runs at."""
+    return _task_info(
+        runtime_context, "get_number_of_parallel_subtasks", "getNumberOfParallelSubtasks"
+    )
+
+
+def _attempt(runtime_context: RuntimeContext) -> int:
+    """Which attempt of the subtask this is: 0 the first, more after restarts."""
+    return _task_info(runtime_context, "get_attempt_number", "getAttemptNumber")
 
 
 class AgentFunction(KeyedProcessFunction):
@@ -111,7 +124,10 @@ class AgentFunction(KeyedProcessFunction):
             emitter,
         )
         self._watch = TaskWatch(self.close)
-        freeze_soon()
+        if _attempt(runtime_context) == 0:
+            freeze_long_lived()
+        else:  # a restart: its subtasks' restored calls do not wait behind the collection
+            freeze_soon()
 
     def close(self) -> None:
         """Stop the loop thread (cancelling calls still running) and close the runtime:
