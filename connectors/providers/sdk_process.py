@@ -158,7 +158,7 @@ class _Worker:
         """Read and write the worker's pipes on the running loop."""
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
-        await loop.connect_read_pipe(
+        self._read_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop), self.process.stdout
         )
         transport, protocol = await loop.connect_write_pipe(
@@ -210,12 +210,16 @@ class _Worker:
         self.pending.clear()
 
     async def close(self) -> None:
-        """End the worker: its stdin closes, it finishes, else it is killed."""
+        """End the worker: its stdin closes, it finishes, else it is killed; then its output
+        pipe is closed through its transport (a process the worker started may still hold
+        it open), which ends the reader."""
         self._writer.close()
         try:
             await asyncio.to_thread(self.process.wait, _CLOSE_WAIT_S)
         except subprocess.TimeoutExpired:
-            self.kill()
+            self.process.kill()
+            await asyncio.to_thread(self.process.wait)
+        self._read_transport.close()
         await asyncio.gather(self._reader, return_exceptions=True)  # cancelled by a loop's stop
 
     def kill(self) -> None:

@@ -439,3 +439,30 @@ def test_warming_a_restarted_operator_s_model_builds_the_client_its_first_calls_
             await model.aclose()
 
     assert asyncio.run(scenario()) == (warmed, warmed)
+
+
+def test_closing_a_model_whose_worker_is_still_starting_returns(
+    stub: LoopbackStubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted operator closed while its worker still starts (a job cancelled at once)
+    kills the worker and returns, although a process the worker started (here the `sleep`
+    of its interpreter's wrapper) still holds its output pipe open."""
+    slow = tmp_path / "slow-python"
+    slow.write_text(f'#!/bin/sh\nsleep 20\nexec {sys.executable} "$@"\n')
+    slow.chmod(0o755)
+    adapter = create_model("gemini", "m", api_key="k", base_url=stub.url)
+    kind = (str(slow), f"{type(adapter).__module__}.{type(adapter).__qualname__}")
+    monkeypatch.setattr(sdk_process, "_loaded", {kind})  # loaded before in this process
+    monkeypatch.setattr(sdk_process, "_CLOSE_WAIT_S", 0.5)
+    model = SdkProcessModel(adapter, python=str(slow))
+    model.prepare()
+    stub.script(GEMINI_TOOL_CALL)
+
+    async def scenario() -> str:
+        await model.achat([ChatMessage.user("hi")])  # made here; the worker is attached
+        worker = model._worker
+        assert worker is not None
+        await asyncio.wait_for(model.aclose(), timeout=15)  # not the sleep's 20 s
+        return str(worker.exited)
+
+    assert "exited with code -9" in asyncio.run(scenario())
