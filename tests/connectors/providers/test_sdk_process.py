@@ -419,11 +419,12 @@ def test_warming_a_restarted_operator_s_model_builds_the_client_its_first_calls_
     in `open()`) builds the in-process client on the loop, and the first calls use it; a
     model whose calls wait for the worker (configured limits) builds none."""
     slow = tmp_path / "slow-python"
-    slow.write_text(f'#!/bin/sh\nsleep 4\nexec {sys.executable} "$@"\n')
+    slow.write_text(f'#!/bin/sh\nsleep 20\nexec {sys.executable} "$@"\n')
     slow.chmod(0o755)
     adapter = ClientCountingGemini("m", api_key="k", base_url=stub.url, limits=limits)
     kind = (str(slow), f"{type(adapter).__module__}.{type(adapter).__qualname__}")
     monkeypatch.setattr(sdk_process, "_loaded", {kind})  # loaded before in this process
+    monkeypatch.setattr(sdk_process, "_CLOSE_WAIT_S", 0.5)  # then killed, still starting
     model = SdkProcessModel(adapter, python=str(slow))
     model.prepare()
     stub.script(GEMINI_TOOL_CALL)
