@@ -169,6 +169,22 @@ def _filesystem(directory: str) -> tuple[fs.FileSystem, str]:
     return fs.LocalFileSystem(), str(Path(directory).resolve())
 
 
+def _subdirectories(directory: str) -> tuple[fs.FileSystem, list[fs.FileInfo]]:
+    """The filesystem of `directory` and the folders in it (none when it cannot be read)."""
+    filesystem, path = _filesystem(directory)
+    try:
+        entries = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
+    except OSError:
+        entries = []
+    return filesystem, [entry for entry in entries if entry.type == fs.FileType.Directory]
+
+
+def _as_given(directory: str, path: str) -> str:
+    """`path`, as the filesystem of `directory` names it, with `directory`'s URI scheme if
+    it was given one."""
+    return f"{directory[: directory.index('://') + 3]}{path}" if _URI.match(directory) else path
+
+
 def _holds(attempt: Attempt, location: str | None) -> bool:
     """Whether `location` (a checkpoint path or URI) lies in the attempt's checkpoints."""
     if location is None:
@@ -190,45 +206,32 @@ def newest_savepoint(directory: str, job_id: str, since: float = float("-inf")) 
     names them `savepoint-<first 6 of the job id>-<random>`, complete once `_metadata` is
     written), made at `since` (epoch seconds; a second of slack for coarse file times) or
     later; its path (a URI keeps its scheme), or None."""
-    filesystem, path = _filesystem(directory)
-    try:
-        entries = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
-    except OSError:
-        return None
+    filesystem, folders = _subdirectories(directory)
     prefix = f"savepoint-{job_id[:6]}-"
     complete = []
-    for entry in entries:
-        if entry.type != fs.FileType.Directory or not entry.base_name.startswith(prefix):
+    for folder in folders:
+        if not folder.base_name.startswith(prefix):
             continue
-        metadata = filesystem.get_file_info(f"{entry.path}/_metadata")
+        metadata = filesystem.get_file_info(f"{folder.path}/_metadata")
         if metadata.type == fs.FileType.File and metadata.mtime is not None:
             made = metadata.mtime.timestamp()
             if made >= since - 1:
-                complete.append((made, entry.path))
-    if not complete:
-        return None
-    newest = max(complete)[1]
-    return f"{directory[: directory.index('://') + 3]}{newest}" if _URI.match(directory) else newest
+                complete.append((made, folder.path))
+    return _as_given(directory, max(complete)[1]) if complete else None
 
 
 def latest_checkpoint(checkpoints: str, job_id: str) -> str | None:
     """The job's completed checkpoint with the highest number (`<dir>/<job>/chk-N`, holding
     `_metadata`) under `checkpoints`, or None."""
-    filesystem, path = _filesystem(f"{checkpoints.rstrip('/')}/{job_id}")
-    try:
-        entries = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
-    except OSError:
-        return None
+    filesystem, folders = _subdirectories(f"{checkpoints.rstrip('/')}/{job_id}")
     numbered = sorted(
-        (int(found.group(1)), entry.path)
-        for entry in entries
-        if entry.type == fs.FileType.Directory
-        and (found := _CHECKPOINT.match(entry.base_name)) is not None
+        (int(found.group(1)), folder.path)
+        for folder in folders
+        if (found := _CHECKPOINT.match(folder.base_name)) is not None
     )
     for _, candidate in reversed(numbered):
         if filesystem.get_file_info(f"{candidate}/_metadata").type == fs.FileType.File:
-            prefix = checkpoints[: checkpoints.index("://") + 3] if _URI.match(checkpoints) else ""
-            return f"{prefix}{candidate}" if prefix else candidate
+            return _as_given(checkpoints, candidate)
     return None
 
 

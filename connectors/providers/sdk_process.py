@@ -276,7 +276,7 @@ class SdkProcessModel(ChatModel):
         body = b""
         for attempt in (1, 2):
             worker = await self._running()
-            if worker is self._loading and not worker.ready:
+            if self._loading_here(worker):
                 self._called_here = True
                 return await self.model.achat(messages, tools, **options)
             body = body or self._body(messages, tools, options)
@@ -321,8 +321,13 @@ class SdkProcessModel(ChatModel):
     async def warm(self) -> None:
         """While calls are to be made in this process (a worker that `prepare` did not wait
         for is loading), build the in-process model's client on this loop now."""
-        if self._loading is not None and self._loading is self._worker and not self._loading.ready:
+        if self._worker is not None and self._loading_here(self._worker):
             await self.model.warm()
+
+    def _loading_here(self, worker: _Worker) -> bool:
+        """Whether calls are made in this process rather than by `worker`: it is the worker
+        `prepare` did not wait for, and it has not loaded the model yet."""
+        return worker is self._loading and not worker.ready
 
     async def _running(self) -> _Worker:
         """The worker, started if there is none or it exited, attached to this loop."""

@@ -45,10 +45,8 @@ class InputQueue:
     def push(self, raw: str) -> None:
         """Queue an input line behind the current key's run."""
         tail = self._tail.value()
-        key = self._port.current_key()
-        if tail is not None:
-            self._adopt(key, tail - (self._head.value() or 0))
-        self._counted.add(key)
+        waiting = 0 if tail is None else tail - (self._head.value() or 0)
+        self._adopt(self._port.current_key(), waiting)  # (a restored queue's lines)
         tail = tail or 0
         self._lines.put(tail, raw)
         self._tail.update(tail + 1)
