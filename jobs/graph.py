@@ -18,7 +18,6 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from streamagents.connectors.connector_jars import cached_jar
 from streamagents.connectors.files import jsonl_sink, jsonl_source
 from streamagents.connectors.kafka import (
-    RECORD_BYTES,
     KafkaTopic,
     add_connector_jar,
     kafka_keyed_sink,
@@ -155,36 +154,16 @@ def _source(
     return kafka_source(env, **settings, name=name)
 
 
-def _inputs(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream:
-    """The job's input lines: the source, and the approvals source (decisions) if any.
+def _decisions(env: StreamExecutionEnvironment, spec: JobSpec) -> DataStream | None:
+    """The job's approvals source (decisions only), if any.
 
     A local folder of decision files is created when missing: it starts empty, an inbox."""
-    lines = _source(env, spec.source)
     if spec.approvals is None:
-        return lines
+        return None
     files = spec.approvals.files
     if files is not None and not _SCHEME.match(files.path) and not Path(files.path).exists():
         Path(files.path).mkdir(parents=True)
-    decisions = _source(env, spec.approvals, APPROVALS_NAME)
-    if (spec.source.kafka is None) != (spec.approvals.kafka is None):
-        # Kafka gives bytes, files text: the decisions take the type of the input lines.
-        name = f"{APPROVALS_NAME}-as-input"
-        if spec.source.kafka is not None:
-            decisions = decisions.map(_utf8, output_type=RECORD_BYTES)
-        else:
-            decisions = decisions.map(_text, output_type=Types.STRING())
-        decisions = decisions.name(name).uid(name)
-    return lines.union(decisions)
-
-
-def _utf8(line: str) -> bytes:
-    """A decision line from files as the bytes a Kafka input line is."""
-    return line.encode("utf-8", "surrogatepass")
-
-
-def _text(value: bytes) -> str:
-    """A decision from Kafka as text (bytes that are not UTF-8 decoded with replacements)."""
-    return value.decode("utf-8", "replace")
+    return _source(env, spec.approvals, APPROVALS_NAME)
 
 
 def _kafka_topic(kafka: KafkaSinkSpec, spec: JobSpec, name: str) -> KafkaTopic:
@@ -237,11 +216,12 @@ def build_job(
         writer = event_log_writer(event_log.path, level=event_log.level, **rolling)
     config = agent_config(loaded, model, replay=replay)
     streams = agent_stream(
-        _inputs(env, spec),
+        _source(env, spec.source),
         config,
         runtime_factory,
         event_log=writer,
         hold_input_end=hold_input_end and bounded_input(spec),
+        decisions=_decisions(env, spec),
     )
     _sink(streams.outputs, spec, spec.sinks.outputs, prefix="answers", name=OUTPUTS_NAME)
     _sink(

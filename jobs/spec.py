@@ -491,9 +491,18 @@ class JobSpec(_SpecModel):
     )
     approvals: SourceSpec | None = Field(
         default=None,
-        description="A second source of decisions on parked tool calls, keyed like the input "
-        "(decisions may also come on the input itself).",
+        description="The source of decisions on parked tool calls, keyed like the input: "
+        "with it, decisions come from it only (see docs/approvals.md).",
     )
+
+    @model_validator(mode="after")
+    def _decisions_from_one_channel(self) -> JobSpec:
+        if self.approvals is not None and self.agent.decisions.from_input:
+            raise ValueError(
+                "agent.decisions.from_input is set, but so is approvals: with an approvals "
+                "source, decisions come from it only; remove one of them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _approvals_have_a_sink(self) -> JobSpec:

@@ -1,6 +1,10 @@
 """The steps of a parked run: a person's decision applied, approvals expired at their
 deadline, a run abandoned when no decision can come, and decisions refused with a dead
-letter that says why. `AgentRuntime.decide`, `expire` and `abandon_parked` run these."""
+letter that says why. `AgentRuntime.decide`, `expire` and `abandon_parked` run these.
+
+A decision may change a call's arguments only when its tool allows edits (`allow_edits`),
+and name its call by tool only when its tool allows that (`by_tool_name`); otherwise it is
+a dead letter and the call still waits for a decision that may be taken."""
 
 from __future__ import annotations
 
@@ -44,6 +48,14 @@ def decide(
     upstream = pending.request_event_ids[pending.calls.index(call)]
     approved = decision.decision == "approve"
     edited = approved and decision.arguments is not None and decision.arguments != call.arguments
+    tool = runtime.tools.get(entry.tool)
+    if edited and (tool is None or not tool.allow_edits):
+        error = ErrorInfo(
+            type="EditNotAllowed",
+            message=f"tool {clip(entry.tool, 256)!r} does not allow a decision to change its "
+            f"arguments (allow_edits); call {entry.call_id!r} still waits for a decision",
+        )
+        return Step(state=state, dead_letter=_letter(decision, error, state.key, entry.call_id))
     if edited:
         call = call.model_copy(update={"arguments": decision.arguments})
     run.emit(
@@ -73,11 +85,21 @@ def decide(
 
 
 def name_the_call(
-    decision: ApprovalDecision, states: list[RunState], key: str
+    tools: ToolRegistry, decision: ApprovalDecision, states: list[RunState], key: str
 ) -> ApprovalDecision | Step:
     """A decision that names its call by tool and arguments, given the `call_id` of the one
-    waiting call of the key's runs (`states`) it fits; when none or several fit, a step
-    whose dead letter says so (`UnknownCall`, `AmbiguousDecision`)."""
+    waiting call of the key's runs (`states`) it fits; when its tool does not allow that
+    (`by_tool_name`), or none or several calls fit, a step whose dead letter says so
+    (`CallIdRequired`, `UnknownCall`, `AmbiguousDecision`)."""
+    tool = clip(str(decision.tool), 256)
+    named = tools.get(str(decision.tool))
+    if named is None or not named.by_tool_name:
+        error = ErrorInfo(
+            type="CallIdRequired",
+            message=f"tool {tool!r} does not allow a decision to name its call by the tool "
+            "(by_tool_name); name the call_id of its approval request",
+        )
+        return Step(state=None, dead_letter=_letter(decision, error, key, None))
     waiting = [
         (entry, call_of(state.pending, entry.tool_call_id).arguments)
         for state in states
@@ -87,7 +109,6 @@ def name_the_call(
     found = waiting_matches(decision, waiting)
     if len(found) == 1:
         return decision.model_copy(update={"call_id": found[0]})
-    tool = clip(str(decision.tool), 256)
     fields = ", ".join(sorted(decision.match or {}))
     which = f"call of {tool!r}" + (f" with the given {fields}" if fields else "")
     if found:
@@ -100,13 +121,7 @@ def name_the_call(
         error = ErrorInfo(
             type="UnknownCall", message=f"no {which} of this key waits for a decision"
         )
-    letter = DeadLetter.build(
-        "approval",
-        error,
-        json.dumps({"approval": decision.model_dump(exclude_none=True)}, ensure_ascii=False),
-        key=key,
-    )
-    return Step(state=None, dead_letter=letter)
+    return Step(state=None, dead_letter=_letter(decision, error, key, None))
 
 
 def expire(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
@@ -180,11 +195,17 @@ def _refusal(
             f"({verdict}) with other arguments or verdict; the first decision stands",
         )
     key = state.key if state is not None else key
-    letter = DeadLetter.build(
+    return Step(state=state, dead_letter=_letter(decision, error, key, decision.call_id))
+
+
+def _letter(
+    decision: ApprovalDecision, error: ErrorInfo, key: str | None, call_id: str | None
+) -> DeadLetter:
+    """The dead letter of a refused decision: why, and the decision as it came."""
+    return DeadLetter.build(
         "approval",
         error,
         json.dumps({"approval": decision.model_dump(exclude_none=True)}, ensure_ascii=False),
         key=key,
-        record_id=decision.call_id,
+        record_id=call_id,
     )
-    return Step(state=state, dead_letter=letter)

@@ -6,8 +6,10 @@ its run parks with a `PendingApproval` per such call and emits an approval reque
 decision arrives later as an input line `{"<key field>": ..., "approval": {"call_id",
 "decision": "approve" | "reject", "by", "comment", "arguments"?}}`; instead of the
 `call_id` it may name the call by what the approval request shows: `"tool"` and,
-optionally, `"match"`, arguments the call was asked with (`waiting_matches`). An input
-line with a top-level `approval` field is always a decision, never a run's input.
+optionally, `"match"`, arguments the call was asked with (`waiting_matches`), where the
+tool allows it (`by_tool_name`); edited `arguments` count only where it allows edits
+(`allow_edits`). An input line with a top-level `approval` field is always a decision,
+never a run's input; which channel may carry decisions is the job's choice (`Takes`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "DECISION_PREFIX",
     "ApprovalDecision",
     "PendingApproval",
+    "Takes",
     "decision_line",
     "forgotten",
     "is_decision_line",
@@ -46,6 +49,17 @@ DECISION_PREFIX = '{"approval":'
 """How every decision line the parse step passes on starts (see `decision_line`)."""
 
 _MAX_TEXT = 2000
+
+Takes = Literal["inputs", "decisions", "both"]
+"""What a channel's lines may be: run inputs only (the main input, by default), decisions
+only (the approvals source), or both (the main input with `decisions.from_input`)."""
+
+_UNTRUSTED = (
+    "a line with a top-level `approval` field is a decision, and this channel takes none: "
+    "decisions come from the job's approvals source only, or from the main input when the "
+    "job has no approvals source and sets agent.decisions.from_input: true "
+    "(see docs/approvals.md)"
+)
 
 
 class ApprovalDecision(BaseModel):
@@ -146,14 +160,23 @@ def decision_line(decision: ApprovalDecision, key: str) -> str:
 
 
 def parse_line(
-    raw: str, key_field: str, limits: InputLimits | None = None
+    raw: str, key_field: str, limits: InputLimits | None = None, takes: Takes = "both"
 ) -> InputRecord | tuple[str, ApprovalDecision]:
     """Parse an input line: a run's input (`InputRecord`), or `(key, decision)` when the line
     holds a top-level `approval` field; raises `InputError` naming the broken rule (never
-    the values)."""
+    the values), and for a line its channel does not take (`takes`): an `UntrustedDecision`
+    or `NotADecision`."""
     obj, size = decode_line(raw, limits)
     if not isinstance(obj, dict) or "approval" not in obj:
+        if takes == "decisions":
+            raise InputError(
+                "the approvals source carries decisions only (lines with a top-level "
+                "`approval` field); send run inputs on the main input",
+                "NotADecision",
+            )
         return parse_input(raw, key_field, limits, decoded=(obj, size))
+    if takes == "inputs":
+        raise InputError(_UNTRUSTED, "UntrustedDecision")
     key = key_of(obj, key_field, limits)
     value = obj["approval"]
     if not isinstance(value, dict):

@@ -28,6 +28,7 @@ __all__ = [
     "Budgets",
     "BuiltinTools",
     "ContextCacheConfig",
+    "DecisionsConfig",
     "FailoverCondition",
     "FailoverConfig",
     "FallbackModel",
@@ -616,6 +617,19 @@ ParkedKeyInputs = Annotated[
 """The per-key bound on what a key with a parked run holds (`max_inputs_per_parked_key`)."""
 
 
+class DecisionsConfig(BaseModel):
+    """Where decisions on parked tool calls may come from (see docs/approvals.md)."""
+
+    model_config = _MODEL_CONFIG
+
+    from_input: bool = Field(
+        default=False,
+        description="Take decisions (lines with `approval`) on the main input. Off: a "
+        "decision on the main input is a dead letter; decisions come from the job's approvals "
+        "source only. Anyone who can write an input line can then decide.",
+    )
+
+
 class ToolRef(BaseModel):
     """A tool by import path, with whether its calls need a person's approval."""
 
@@ -636,6 +650,16 @@ class ToolRef(BaseModel):
         le=LONGEST_WAIT_S,
         allow_inf_nan=False,
         description="How long a call waits for its decision; unset: the agent's.",
+    )
+    allow_edits: bool = Field(
+        default=False,
+        description="Whether an approving decision may change the call's arguments; off: "
+        "a decision with other arguments is a dead letter and the call still waits.",
+    )
+    by_tool_name: bool = Field(
+        default=False,
+        description="Whether a decision may name the call by this tool's name (and `match`) "
+        "instead of its call_id; off: such a decision is a dead letter.",
     )
     side_effects: bool = Field(
         default=False,
@@ -690,6 +714,10 @@ class AgentSettings(BaseModel):
         "`mcp__<server>__<tool>` (see docs/mcp-tools.md).",
     )
     approval_timeout_s: ApprovalTimeout = 86400.0
+    decisions: DecisionsConfig = Field(
+        default_factory=DecisionsConfig,
+        description="Where decisions on parked tool calls may come from.",
+    )
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="Short-term memory.")
     budgets: Budgets = Field(default_factory=Budgets, description="Per-run limits.")
     max_in_flight: int = Field(default=64, ge=1, description="Runs in flight per subtask.")

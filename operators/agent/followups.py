@@ -5,8 +5,10 @@ answers the call itself (no tool runs): a `Followup` is kept in the run's state,
 the run ends the engine keeps it in keyed state with a processing-time timer at its due
 time. When the timer fires, the follow-up's input line (`followup_line`) starts a run for
 the key like any input: `{"followup": {...}, "id": ..., "text": <note>, <key field>: key}`.
-An input line with a top-level `followup` field is a follow-up (never cancels one), so a
-dead-lettered follow-up can be sent again as it is.
+Only the engine makes follow-up lines: a line is one when it starts with `FOLLOWUP_PREFIX`,
+which the parse step lets no input line start with (`not_a_followup`), so an input's own
+`followup` field is a pass-through field like any other (a dead-lettered follow-up sent
+again runs as a plain input, with its note as the text).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from streamagents.operators.agent.config import FollowupConfig
 from streamagents.serde.chat import ToolSpec
 
 __all__ = [
+    "FOLLOWUP_PREFIX",
     "TOOL_NAME",
     "Followup",
     "followup_line",
@@ -32,6 +35,9 @@ __all__ = [
 
 TOOL_NAME = "schedule_followup"
 """The name the model calls the built-in tool by."""
+
+FOLLOWUP_PREFIX = '{"followup":'
+"""How every follow-up line the engine makes starts (see `followup_line`)."""
 
 
 class Followup(BaseModel):
@@ -135,6 +141,6 @@ def followup_line(followup: Followup, key_field: str) -> str:
     return json.dumps(line, ensure_ascii=False)
 
 
-def is_followup_line(attributes: dict[str, Any]) -> bool:
-    """Whether an input (by its pass-through attributes) is a follow-up's run."""
-    return isinstance(attributes.get("followup"), dict)
+def is_followup_line(raw: str) -> bool:
+    """Whether an input line is a follow-up's that the engine made (see `followup_line`)."""
+    return raw.startswith(FOLLOWUP_PREFIX)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from streamagents.connectors.media import MediaStore
 from streamagents.operators.agent.config import InputLimits
+from streamagents.operators.agent.followups import is_followup_line
 from streamagents.operators.agent.replay import (
     REPLAY_OF_FIELD,
     REPLAY_TOOLS_FIELD,
@@ -36,6 +37,7 @@ __all__ = [
     "InputRecord",
     "decode_line",
     "key_of",
+    "not_a_followup",
     "numbered",
     "offload_input",
     "parse_input",
@@ -369,4 +371,19 @@ def offload_input(record: InputRecord, store: MediaStore, threshold_bytes: int) 
         obj["id"] = record.id
     else:
         obj[_DIGEST_FIELD] = record.id
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def not_a_followup(line: str, record: InputRecord) -> str:
+    """An input line as the parse step passes it on: never one that starts like the engine's
+    follow-up lines (`is_followup_line`). Such a line gets its `followup` field moved to the
+    end, and without an id the sha256 of the line as given under `_input_sha256` (its id
+    stays); any other line comes back unchanged."""
+    if not is_followup_line(line):
+        return line
+    obj = json.loads(line)
+    followup = obj.pop("followup")
+    if not record.id_given:
+        obj[_DIGEST_FIELD] = record.id
+    obj["followup"] = followup
     return json.dumps(obj, ensure_ascii=False)

@@ -203,7 +203,7 @@ class AgentRuntime:
         self, run: RunDraft, record: InputRecord, waiting: Sequence[Followup], upstream: str
     ) -> None:
         """Log a follow-up's run as fired; cancel the key's waiting ones on a new input."""
-        if is_followup_line(record.attributes):
+        if is_followup_line(record.raw):
             facts = record.attributes["followup"]
             due_ms = facts.get("due_ms")
             run.emit(

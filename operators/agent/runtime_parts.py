@@ -89,5 +89,9 @@ def _declared_tool(entry: str | ToolRef) -> Tool:
         return load_tool(entry)
     rule = None if entry.approval is None else entry.approval == "required"
     return Tool.from_function(
-        load_tool(entry.ref), requires_approval=rule, approval_timeout_s=entry.approval_timeout_s
+        load_tool(entry.ref),
+        requires_approval=rule,
+        approval_timeout_s=entry.approval_timeout_s,
+        allow_edits=entry.allow_edits,
+        by_tool_name=entry.by_tool_name,
     )

@@ -233,6 +233,10 @@ class Tool:
     call's arguments says so (see `needs_approval`)."""
     approval_timeout_s: float | None = None
     """How long a call waits for its decision; None: the agent's `approval_timeout_s`."""
+    allow_edits: bool = False
+    """Whether an approving decision may change the call's arguments."""
+    by_tool_name: bool = False
+    """Whether a decision may name the call by this tool's name instead of its call_id."""
 
     @classmethod
     def from_function(
@@ -243,21 +247,25 @@ class Tool:
         description: str | None = None,
         requires_approval: ApprovalRule | None = None,
         approval_timeout_s: float | None = None,
+        allow_edits: bool = False,
+        by_tool_name: bool = False,
     ) -> Tool:
         """Describe `func` as a tool; name and description default to its name and docstring.
 
         `requires_approval` (True, or a predicate over the call's arguments) makes its calls
         wait for a person's decision, for at most `approval_timeout_s` (default: the
-        agent's); given for a `Tool`, they replace its own."""
+        agent's); given for a `Tool`, they replace its own. `allow_edits` lets an approving
+        decision change a call's arguments, `by_tool_name` lets a decision name its call by
+        the tool instead of its call_id (for a `Tool`: in addition to its own)."""
         if isinstance(func, Tool):
-            if requires_approval is None and approval_timeout_s is None:
-                return func
             return replace(
                 func,
                 requires_approval=func.requires_approval
                 if requires_approval is None
                 else requires_approval,
                 approval_timeout_s=approval_timeout_s or func.approval_timeout_s,
+                allow_edits=func.allow_edits or allow_edits,
+                by_tool_name=func.by_tool_name or by_tool_name,
             )
         if not callable(func):
             raise TypeError(f"a tool must be callable, not {type(func).__name__}")
@@ -277,6 +285,8 @@ class Tool:
             if requires_approval is None or isinstance(requires_approval, bool)
             else requires_approval,
             approval_timeout_s=approval_timeout_s,
+            allow_edits=allow_edits,
+            by_tool_name=by_tool_name,
         )
 
     def needs_approval(self, arguments: dict[str, Any]) -> bool:
@@ -327,17 +337,22 @@ def tool(
     description: str | None = None,
     requires_approval: ApprovalRule = False,
     approval_timeout_s: float | None = None,
+    allow_edits: bool = False,
+    by_tool_name: bool = False,
 ) -> Any:
     """Decorator making a function a `Tool`: `@tool` or `@tool(name=..., description=...)`.
 
     `requires_approval=True` (or a predicate over the call's arguments, e.g.
     `lambda args: args["amount"] > 100`) makes the model's calls wait for a person's
-    decision, for at most `approval_timeout_s` (default: the agent's)."""
+    decision, for at most `approval_timeout_s` (default: the agent's); `allow_edits` and
+    `by_tool_name` let a decision change the arguments and name the call by the tool."""
     options: dict[str, Any] = {
         "name": name,
         "description": description,
         "requires_approval": requires_approval,
         "approval_timeout_s": approval_timeout_s,
+        "allow_edits": allow_edits,
+        "by_tool_name": by_tool_name,
     }
     if func is not None:
         return Tool.from_function(func, **options)

@@ -30,7 +30,7 @@ class ParkedSteps(RunSteps):
         key = self._port.current_key()
         decision = read_decision_line(raw)
         if decision.call_id is None:
-            named = name_the_call(decision, self._runs_of_key(key), key)
+            named = name_the_call(self._runtime.tools, decision, self._runs_of_key(key), key)
             if isinstance(named, Step):
                 yield from self._unchanged(named)
                 return

@@ -18,6 +18,7 @@ from pyflink.common import Configuration, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from streamagents.operators.agent import AgentConfig, AgentRuntime
+from streamagents.operators.agent.approvals import Takes
 from streamagents.operators.flink.agent_function import AgentFunction, RuntimeFactory
 from streamagents.operators.flink.eventlog_sink import (
     EventLogSinkFunction,
@@ -77,6 +78,15 @@ def configure_environment(env_or_config: E) -> E:
     return env_or_config
 
 
+def _parsed(lines: DataStream, parse: ParseRecords, name: str) -> DataStream:
+    """A channel's lines parsed into (key, line), at the channel's parallelism so the parse
+    chains to it: a key's lines then reach the agent in the order of their source partition
+    (a rebalance would reorder them)."""
+    parsed = lines.process(parse, output_type=KEYED_INPUT_TYPE)
+    parallelism = lines._j_data_stream.getParallelism()
+    return parsed.set_parallelism(parallelism).name(name).uid(name)
+
+
 def agent_stream(
     records: DataStream,
     config: AgentConfig,
@@ -84,12 +94,16 @@ def agent_stream(
     uid: str | None = None,
     event_log: EventLogSinkFunction | None = None,
     hold_input_end: bool = False,
+    decisions: DataStream | None = None,
 ) -> AgentStreams:
     """Run the agent `config` describes on a stream of JSON input lines, one run per key.
 
-    `records` carries input lines (JSON strings, see the record format) and decisions on
-    parked tool calls (lines with `approval`); the result holds the output records, the
-    event-log records, the dead letters and the approval requests, all JSON strings.
+    `records` carries input lines (JSON strings, see the record format); `decisions`, when
+    given, the decisions on parked tool calls (lines with `approval`), which `records` then
+    may not carry; without it, `records` carries them too only when the config allows it
+    (`decisions.from_input`), and a decision it may not carry is a dead letter. The result
+    holds the output records, the event-log records, the dead letters and the approval
+    requests, all JSON strings.
     `runtime_factory` builds the runtime in each subtask (default: from the config);
     `uid` names the stateful operator for savepoints (default: `config.job_id`).
     `event_log` (from `event_log_writer`) makes the agent function write its events to the
@@ -99,11 +113,18 @@ def agent_stream(
     with a savepoint that drains (see `operators/flink/input_end_hold.py`).
     """
     name = uid or config.job_id
-    parsed = records.process(ParseRecords(config), output_type=KEYED_INPUT_TYPE)
-    # Parse at the input's parallelism so it chains to it: a key's inputs then reach the
-    # agent in the order of their source partition (a rebalance would reorder them).
-    parallelism = records._j_data_stream.getParallelism()
-    parsed = parsed.set_parallelism(parallelism).name(f"{name}-parse").uid(f"{name}-parse")
+    if decisions is not None and config.decisions.from_input:
+        raise ValueError(
+            "decisions.from_input is for a job without an approvals source: with one, "
+            "decisions come from it only"
+        )
+    takes: Takes = "both" if decisions is None and config.decisions.from_input else "inputs"
+    parsed = _parsed(records, ParseRecords(config, takes), f"{name}-parse")
+    parse_letters = parsed.get_side_output(DEAD_LETTERS_TAG)
+    if decisions is not None:
+        decided = _parsed(decisions, ParseRecords(config, "decisions"), f"{name}-parse-approvals")
+        parse_letters = parse_letters.union(decided.get_side_output(DEAD_LETTERS_TAG))
+        parsed = parsed.union(decided)
     if hold_input_end:
         keyed = key_with_hold(parsed, name)
     else:
@@ -113,9 +134,7 @@ def agent_stream(
         .name(f"{name}-agent")
         .uid(f"{name}-agent")
     )
-    dead_letters = parsed.get_side_output(DEAD_LETTERS_TAG).union(
-        outputs.get_side_output(DEAD_LETTERS_TAG)
-    )
+    dead_letters = parse_letters.union(outputs.get_side_output(DEAD_LETTERS_TAG))
     return AgentStreams(
         outputs,
         outputs.get_side_output(EVENTS_TAG),

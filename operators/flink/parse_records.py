@@ -1,7 +1,12 @@
 """The parse step before `key_by`: input lines become (key, line) or dead letters.
 
 A decision on a parked tool call (a line with `approval`) goes on as (key, its canonical
-decision line), which the agent function tells from inputs by its start.
+decision line), which the agent function tells from inputs by its start, but only from a
+channel that takes decisions (`Takes`): the job's approvals source, or the main input when
+the agent config allows it (`decisions.from_input`) and there is no approvals source. Any
+other decision-shaped line is an `UntrustedDecision` dead letter, and a run input on the
+approvals source a `NotADecision` one. No input line goes on looking like the engine's own
+follow-up lines (see `not_a_followup`).
 
 A line that cannot become a run goes to the dead-letter side output with the reason and
 the raw line (a Kafka record value that is not UTF-8: the line decoded with replacement
@@ -21,13 +26,14 @@ from pyflink.common import Types
 from pyflink.datastream import ProcessFunction, RuntimeContext
 
 from streamagents.connectors.media import MediaStore
-from streamagents.operators.agent.approvals import decision_line, parse_line
+from streamagents.operators.agent.approvals import Takes, decision_line, parse_line
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.emitted_records import dead_letter_record
 from streamagents.operators.agent.records import (
     ErrorInfo,
     InputError,
     InputRecord,
+    not_a_followup,
     offload_input,
 )
 from streamagents.operators.flink._task_watch import TaskWatch
@@ -46,10 +52,12 @@ class ParseRecords(ProcessFunction):
 
     Inline media above the offload threshold go to the media store here, before the line
     can wait in a key's queue, so keyed state never holds their bytes: the line goes on
-    with those parts as refs and its id written in (see `offload_input`).
+    with those parts as refs and its id written in (see `offload_input`). `takes` says
+    what this channel's lines may be: run inputs, decisions, or both.
     """
 
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, takes: Takes) -> None:
+        self._takes: Takes = takes
         self._key_field = config.key_field
         self._limits = config.input_limits
         self._media_root = config.media_store
@@ -113,7 +121,7 @@ class ParseRecords(ProcessFunction):
                 raise InputError(
                     f"input must be a JSON text line, not {type(value).__name__}", "InvalidJson"
                 )
-            record = parse_line(value, self._key_field, self._limits)
+            record = parse_line(value, self._key_field, self._limits, self._takes)
         except Exception as error:
             received = value if isinstance(value, str) else repr(type(value))
             yield (
@@ -126,7 +134,7 @@ class ParseRecords(ProcessFunction):
             yield key, decision_line(decision, key)
             return
         if not record.message.has_media:
-            yield record.key, value
+            yield record.key, not_a_followup(value, record)
             return
         try:
             line = self._worker.submit(self._offload, record).result()
@@ -144,4 +152,4 @@ class ParseRecords(ProcessFunction):
                 ),
             )
             return
-        yield record.key, line
+        yield record.key, not_a_followup(line, record)

@@ -65,11 +65,11 @@ def test_the_decisions_file_approves_one_refund_and_rejects_the_other(
             requests[record.id] = request
         outputs = {}
         for line in (DESK / "decisions.jsonl").read_text().splitlines():
-            decided = parse_line(line, key_field)
+            decided = parse_line(line, key_field, takes="decisions")
             assert isinstance(decided, tuple)
             key, decision = decided
             states = [s.state for s in parked.values() if s.state and s.state.key == key]
-            decision = name_the_call(decision, states, key)
+            decision = name_the_call(runtime.tools, decision, states, key)
             assert isinstance(decision, ApprovalDecision) and decision.call_id is not None
             before = parked[decision.call_id]
             assert before.state is not None and before.state.key == key
@@ -131,7 +131,7 @@ def test_the_decisions_file_decides_the_refunds_of_a_model_calling_tools_in_anot
         requests = {r["input_id"]: r for r in h.approval_requests()}
         assert [r["tool"] for r in requests.values()] == ["refund", "refund"]
         for line in (DESK / "decisions.jsonl").read_text().splitlines():
-            decided = parse_line(line, config.key_field)
+            decided = parse_line(line, config.key_field, takes="decisions")
             assert isinstance(decided, tuple)
             key, decision = decided
             assert decision.call_id is None  # named by what the request shows

@@ -36,7 +36,7 @@ from pyflink.datastream.connectors.file_system import (
 from pyflink.java_gateway import get_gateway
 
 from streamagents.operators.agent import AgentConfig, ModelSpec, TelemetryConfig
-from streamagents.operators.agent.config import FollowupConfig, ToolRef
+from streamagents.operators.agent.config import DecisionsConfig, FollowupConfig, ToolRef
 from streamagents.operators.flink import agent_stream, configure_environment, event_log_writer
 
 
@@ -63,6 +63,7 @@ def build(args: argparse.Namespace) -> StreamExecutionEnvironment:
             options={"api_key": "test-key", "base_url": args.stub, "max_retries": 0},
         ),
         tools=[*args.tool, *(ToolRef(ref=t, approval="required") for t in args.approval_tool)],
+        decisions=DecisionsConfig(from_input=bool(args.approval_tool)),
         max_in_flight=8,
         followups=FollowupConfig(enabled=args.followups, min_delay_s=0.5),
         media_store=args.media,

@@ -38,7 +38,7 @@ made: list[tuple[str, dict[str, Any]]] = []
 """Calls the tools below actually made, in order."""
 
 
-@tool(requires_approval=True)
+@tool(requires_approval=True, allow_edits=True)
 def refund(order: str, amount: float) -> str:
     """Refund an order.
 

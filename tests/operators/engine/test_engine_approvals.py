@@ -15,7 +15,7 @@ from streamagents.operators.agent.approvals import ApprovalDecision, decision_li
 made: list[str] = []
 
 
-@tool(requires_approval=True, approval_timeout_s=60)
+@tool(requires_approval=True, approval_timeout_s=60, by_tool_name=True)
 def refund(order: str) -> str:
     """Refund an order.
 

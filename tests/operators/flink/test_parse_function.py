@@ -42,7 +42,7 @@ def opened(store: Path) -> Iterator[ParseRecords]:
         media_store=str(store),
         offload_threshold_bytes=1024,
     )
-    function = ParseRecords(config)
+    function = ParseRecords(config, "inputs")
     function.open(None)
     yield function
     function.close()
@@ -125,7 +125,7 @@ def test_a_line_over_max_line_bytes_gives_a_dead_letter_with_its_size(tmp_path: 
         media_store=str(tmp_path / "media"),
         input_limits={"max_line_bytes": 2048},
     )
-    parse = ParseRecords(config)
+    parse = ParseRecords(config, "inputs")
     parse.open(None)
     raw = json.dumps({"key": "k", "parts": [image(SMALL * 20)]})
     [(_, letter)] = list(parse.process_element(raw, None))
