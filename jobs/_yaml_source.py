@@ -80,8 +80,8 @@ class YamlSyntaxError(ValueError):
 
 class YamlRuleError(ValueError):
     """Valid YAML that a job spec does not allow (an alias, a tag, a merge key, a list or
-    mapping as a key, nesting too deep) or a value that cannot be read (a malformed
-    number or date); names the line and field path."""
+    mapping as a key, a key given twice, nesting too deep) or a value that cannot be read
+    (a malformed number or date); names the line and field path."""
 
     def __init__(self, line: int | None, path: FieldPath, message: str) -> None:
         super().__init__(message)
@@ -178,7 +178,8 @@ def load_yaml(text: str, environ: Mapping[str, str] | None = None) -> LoadedYaml
     Raises `YamlSyntaxError` for text that is not YAML and `YamlRuleError` for YAML a
     spec does not allow: aliases, merge keys, tags other than the plain types (string,
     integer, number, boolean, null, timestamp, list, mapping), lists or mappings as keys,
-    nesting deeper than MAX_DEPTH, and values that cannot be read."""
+    a key given twice in one mapping (YAML would keep the last silently), nesting deeper
+    than MAX_DEPTH, and values that cannot be read."""
     env = os.environ if environ is None else environ
     composer = None
     try:
@@ -228,6 +229,7 @@ def _convert(
         )
     if isinstance(node, yaml.MappingNode):
         mapping: dict[Any, Any] = {}
+        first_lines: dict[Any, int] = {}
         for key_node, value_node in node.value:
             if isinstance(key_node, _Refused):
                 raise _refuse(key_node, path, key_node.reason)
@@ -243,7 +245,16 @@ def _convert(
                 )
             key = _construct(key_node, path, loader)
             key_path = (*path, str(key))
-            out.source_map.lines[key_path] = key_node.start_mark.line + 1
+            line = key_node.start_mark.line + 1
+            if key in first_lines:
+                raise _refuse(
+                    key_node,
+                    key_path,
+                    f"key {str(key)!r} is given twice, on lines {first_lines[key]} and "
+                    f"{line}; YAML would keep only the last silently: keep one",
+                )
+            first_lines[key] = line
+            out.source_map.lines[key_path] = line
             mapping[key] = _convert(value_node, key_path, out, env, loader)
         return mapping
     if isinstance(node, yaml.SequenceNode):
