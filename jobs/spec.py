@@ -44,8 +44,10 @@ from streamagents.jobs._yaml_source import (
     YamlSyntaxError,
     load_yaml,
 )
+from streamagents.operators.agent.call_cost import unpriced_models
 from streamagents.operators.agent.config import (
     LONGEST_WAIT_S,
+    SPEND_BUDGETS,
     AgentConfig,
     AgentSettings,
     BuiltinTools,
@@ -661,6 +663,7 @@ def check_runnable(loaded: LoadedSpec) -> None:
                 )
             )
     problems += _mcp_approval_problems(loaded)
+    problems += _unpriced_budget_problems(loaded)
     approving = approving or any(_approving(server) for server in loaded.spec.agent.mcp_servers)
     problems += _parked_key_problems(loaded, approving)
     problems += _read_once_problems(loaded, approving)
@@ -701,6 +704,31 @@ def _mcp_approval_problems(loaded: LoadedSpec) -> list[SpecProblem]:
         for index, server in enumerate(loaded.spec.agent.mcp_servers)
         if _approving(server)
     ]
+
+
+def _unpriced_budget_problems(loaded: LoadedSpec) -> list[SpecProblem]:
+    """Cost budgets over a chosen model (or fallback) that has no price: its calls would
+    count nothing against them, so the budget would not hold."""
+    unpriced = unpriced_models(loaded.model)
+    if not unpriced:
+        return []
+    budgets = loaded.spec.agent.budgets
+    problems = []
+    for name in SPEND_BUDGETS:
+        budget = getattr(budgets, name)
+        if budget is None or budget.cost is None:
+            continue
+        path = ("agent", "budgets", name, "cost")
+        problems.append(
+            SpecProblem(
+                loaded.source.source_map.line_of(path),
+                _dotted(path),
+                f"a cost budget needs prices, but model {unpriced[0]!r} has none in the "
+                "published table and the spec sets none: its calls would count nothing "
+                "against it; set its prices (agent.model.prices) or budget tokens instead",
+            )
+        )
+    return problems
 
 
 def _model_option_problems(loaded: LoadedSpec, adapter: type[ChatModel]) -> list[SpecProblem]:

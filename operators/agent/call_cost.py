@@ -10,7 +10,7 @@ from streamagents.connectors.providers.prices import published_prices
 from streamagents.operators.agent.config import ModelSpec, ModelTarget
 from streamagents.serde.chat import ChatResponse
 
-__all__ = ["answering_model", "call_cost_usd", "run_cost_usd"]
+__all__ = ["answering_model", "call_cost_usd", "run_cost_usd", "unpriced_models"]
 
 _log = logging.getLogger(__name__)
 _UNPRICED: set[str] = set()  # models already said to have no price (one log line each)
@@ -24,6 +24,16 @@ def answering_model(spec: ModelSpec, response: ChatResponse) -> ModelTarget:
             if target.name == response.answered_by.name:
                 return target
     return spec
+
+
+def unpriced_models(spec: ModelSpec) -> list[str]:
+    """The models of the spec's chain with no price: none set in the spec, and their
+    configured name not in the published table (their calls' cost would be unknown)."""
+    return [
+        target.model
+        for target in spec.chain()
+        if target.prices is None and published_prices(target.model) is None
+    ]
 
 
 def call_cost_usd(spec: ModelSpec, response: ChatResponse) -> float | None:

@@ -22,6 +22,7 @@ from streamagents.serde.avro import LogLevel
 __all__ = [
     "GEMINI_EXTRAS_PROVIDERS",
     "LONGEST_WAIT_S",
+    "SPEND_BUDGETS",
     "AgentConfig",
     "AgentSettings",
     "BreakerConfig",
@@ -374,6 +375,10 @@ class Budgets(BaseModel):
     per_tenant: TenantSpendBudget | None = Field(
         default=None, description="What each tenant may spend over a rolling window."
     )
+
+
+SPEND_BUDGETS = ("per_key", "per_tenant")
+"""The spend budgets of `Budgets`, by field name."""
 
 
 class InputLimits(BaseModel):
