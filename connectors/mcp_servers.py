@@ -135,6 +135,12 @@ class McpServer(BaseModel):
         allow_inf_nan=False,
         description="How long a call waits for its decision; unset: the agent's.",
     )
+    replay: Literal["recorded", "live"] = Field(
+        default="recorded",
+        description="In a replay: recorded: the server is not started and its tools are not "
+        "offered; live: it is started, and a call the recording lacks runs (read-only "
+        "servers only; refused when a tool of it needs approval).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> McpServer:
@@ -146,6 +152,10 @@ class McpServer(BaseModel):
                 raise ValueError(f"tool_approval names tools not in allow: {', '.join(unknown)}")
         if self.max_restart_backoff_s < self.restart_backoff_s:
             raise ValueError("max_restart_backoff_s is smaller than restart_backoff_s")
+        if self.replay == "live" and (
+            self.approval == "required" or "required" in self.tool_approval.values()
+        ):
+            raise ValueError("replay: live is refused for a server whose tools need approval")
         return self
 
     def allows(self, tool: str) -> bool:

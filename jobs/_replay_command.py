@@ -7,8 +7,11 @@ The job is the one `run` builds from the candidate spec (same engine, same opera
 its source replaced by the recorded inputs (`streamagents.jobs.replay`) in per-key recorded
 order and every sink replaced by files under the output folder: `outputs/`,
 `dead-letters/`, `approval-requests/` (when the spec has that sink), the replay's own
-`eventlog/` (at `verbose`) and `checkpoints/`. The spec's own sinks, event log, approvals
-source, checkpoint directory and telemetry are never used. The runs the log cannot replay
+`eventlog/` (at `verbose`), `media/` and `checkpoints/`. The spec's own sinks, event log,
+approvals source, checkpoint directory and telemetry are never used, and its media store
+is only read: the media the recorded lines refer to are copied into `media/` first. Its
+MCP servers are started only when declared `replay: live`, and no run parks for a decision
+(see `streamagents.operators.agent.replay`). The runs the log cannot replay
 are listed in `not_replayable.jsonl`, and `replay.json` says what was replayed. After the
 job, the report of the replayed runs against their recording goes to `report/`
 (`streamagents.jobs.replay_report`), and its `--fail-if` gates decide the exit code.
@@ -20,6 +23,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from streamagents.connectors.eventlog import DamagedFile, finalize_in_progress
+from streamagents.connectors.media import MediaStore
 from streamagents.jobs._model_choice import demo_server, model_spec
 from streamagents.jobs._replay_topic import (
     LogTopic,
@@ -38,6 +43,7 @@ from streamagents.jobs.cluster import free_port, interpreter_first
 from streamagents.jobs.replay import (
     InputSource,
     choose,
+    copy_media,
     parse_time_ms,
     recorded_runs,
     replay_lines,
@@ -97,7 +103,7 @@ def register(subparsers: Any) -> None:
 
 def replay_spec(spec: JobSpec, out: Path, inputs: Path, parallelism: int | None) -> JobSpec:
     """The candidate spec with the recorded inputs as its source and every sink, the event
-    log and checkpoints in `out`; no approvals source, no telemetry block."""
+    log, the media store and checkpoints in `out`; no approvals source, no telemetry block."""
     sinks = spec.sinks
     return spec.model_copy(
         update={
@@ -111,6 +117,7 @@ def replay_spec(spec: JobSpec, out: Path, inputs: Path, parallelism: int | None)
                 else SinkSpec(path=str(out / "approval-requests")),
             ),
             "event_log": EventLogSpec(path=str(out / "eventlog"), level="verbose"),
+            "media_store": str(out / "media"),
             "checkpointing": spec.checkpointing.model_copy(
                 update={"dir": str(out / "checkpoints")}
             ),
@@ -126,14 +133,19 @@ def _replay(args: argparse.Namespace) -> int:
     inputs = out / "inputs" / "recorded.jsonl"
     try:
         loaded = load_spec(args.spec)
+        production_media = args.media or loaded.spec.media_store
         # checked as the replay runs it: a production spec's Kafka parts are not used
         spec = replay_spec(loaded.spec, out, inputs, args.parallelism)
         loaded = dataclasses.replace(loaded, spec=spec, telemetry=None)
-        check_runnable(loaded)
+        check_runnable(loaded, replay=True)
     except SpecError as exc:
         print(f"invalid job spec:\n{exc}", file=sys.stderr)
         return 2
-    used = [n for n in ("outputs", "dead-letters", "eventlog", "recorded") if (out / n).exists()]
+    used = [
+        n
+        for n in ("outputs", "dead-letters", "eventlog", "media", "recorded")
+        if (out / n).exists()
+    ]
     if used:
         print(f"replay: {out} already holds {', '.join(used)}; give a new folder", file=sys.stderr)
         return 2
@@ -180,6 +192,13 @@ def _replay(args: argparse.Namespace) -> int:
     chosen = choose(runs, keys=keys, since_ms=since, until_ms=until, sample=args.sample)
     source = None if args.inputs_from is None else InputSource(args.inputs_from)
     lines, left_out = replay_lines(chosen, source, unreadable)
+    missing = _copy_media(lines, production_media, spec.media_store)
+    if missing:
+        print(
+            f"replay: warning: the media store {production_media} lacks {len(missing)} "
+            "object(s) the recorded runs refer to; their runs fail with MediaNotFound",
+            file=sys.stderr,
+        )
     inputs.parent.mkdir(parents=True, exist_ok=True)
     inputs.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     (out / "not_replayable.jsonl").write_text(
@@ -248,6 +267,16 @@ def _copy_topic(topic: LogTopic, out: Path, media_root: str | None) -> TopicLog 
         flush=True,
     )
     return copied
+
+
+def _copy_media(lines: list[str], production: str, scratch: str) -> list[str]:
+    """Copy the media the lines refer to from production's store (never created or written
+    here: a local one that is not there holds nothing) into the replay's own."""
+    if not lines:
+        return []
+    local = not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", production)
+    source = None if local and not Path(production).is_dir() else MediaStore(production)
+    return copy_media(lines, source, MediaStore(scratch))
 
 
 def _root_cause(exc: Exception) -> str:

@@ -11,6 +11,8 @@ hold (a log older than schema v8), is read from the source the user names (`Inpu
 joined by input id) or reported as not replayable with the reason: it is never replayed
 from a prefix. Nor is a run the log holds only in part (an event of an event-log topic
 whose whole form the media store could not give): it is reported as not replayable.
+`copy_media` puts the media those lines refer to into the replay's own media store, so the
+replay job reads production's store and never writes to it.
 """
 
 from __future__ import annotations
@@ -23,19 +25,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from streamagents.connectors.eventlog import DamagedFile, read_events
+from streamagents.connectors.media import MediaStore
 from streamagents.operators.agent.replay import (
     REPLAY_OF_FIELD,
     REPLAY_TOOLS_FIELD,
     RecordedToolCall,
 )
 from streamagents.serde.events import AgentEvent
+from streamagents.serde.messages import MediaRef
 
 __all__ = [
     "InputSource",
     "NotReplayable",
     "RecordedRun",
     "choose",
+    "copy_media",
     "parse_time_ms",
     "recorded_runs",
     "replay_lines",
@@ -216,6 +223,39 @@ def replay_lines(
         obj[REPLAY_TOOLS_FIELD] = [tool.model_dump(mode="json") for tool in run.tools]
         lines.append(json.dumps(obj, ensure_ascii=False))
     return lines, left_out
+
+
+def copy_media(lines: Iterable[str], source: MediaStore | None, scratch: MediaStore) -> list[str]:
+    """Copy every media object the replay lines refer to (input parts, recorded tool
+    results) from `source` (production's store, only read; None: there is none) into
+    `scratch` (the replay's own); the digests `source` does not hold, whose runs then fail
+    as they would have."""
+    missing: list[str] = []
+    for line in lines:
+        for ref in _refs(json.loads(line)):
+            if scratch.exists(ref):
+                continue
+            if source is None or not source.exists(ref):
+                missing.append(ref.sha256)
+                continue
+            scratch.put(source.get(ref), ref.mime_type)
+    return missing
+
+
+def _refs(value: Any) -> Iterable[MediaRef]:
+    """The media refs anywhere in a JSON value."""
+    if isinstance(value, list):
+        for item in value:
+            yield from _refs(item)
+    elif isinstance(value, dict):
+        if "sha256" in value and "size_bytes" in value:
+            try:
+                yield MediaRef.model_validate(value)
+                return
+            except ValidationError:
+                pass
+        for item in value.values():
+            yield from _refs(item)
 
 
 def _input_line(run: RecordedRun, source: InputSource | None) -> tuple[str | None, str]:

@@ -613,9 +613,10 @@ def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> Loa
     )
 
 
-def check_runnable(loaded: LoadedSpec) -> None:
+def check_runnable(loaded: LoadedSpec, *, replay: bool = False) -> None:
     """Import every tool the spec names and check the chosen model's provider is installed
-    and takes its options; raises `SpecError` naming each problem."""
+    and takes its options; raises `SpecError` naming each problem. For a `replay` job, whose
+    runs never park (the recording decides), tools that need approval need no open input."""
     spec_dir = str(loaded.base_dir)
     if spec_dir not in sys.path:
         sys.path.append(spec_dir)
@@ -666,7 +667,7 @@ def check_runnable(loaded: LoadedSpec) -> None:
     problems += _unpriced_budget_problems(loaded)
     approving = approving or any(_approving(server) for server in loaded.spec.agent.mcp_servers)
     problems += _parked_key_problems(loaded, approving)
-    problems += _read_once_problems(loaded, approving)
+    problems += _read_once_problems(loaded, approving and not replay)
     problems += _kafka_problems(loaded)
     if loaded.spec.agent.mcp_servers:
         try:

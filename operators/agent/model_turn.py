@@ -116,8 +116,9 @@ def _over_budget(run: RunDraft, asked: int) -> ErrorInfo | None:
 
 
 def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str) -> Step:
-    """Log each call, park those that need a decision (with their approval requests),
-    answer `schedule_followup`; the turn ends at once when nothing is left to run."""
+    """Log each call, park those that need a decision (with their approval requests; never
+    in a replay, where the recording answers them), answer `schedule_followup`; the turn
+    ends at once when nothing is left to run."""
     runtime = run.runtime
     request_ids = [
         run.emit(
@@ -129,7 +130,8 @@ def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str)
     requests: list[ApprovalRequest] = []
     for call, request_id in zip(calls, request_ids, strict=True):
         found = runtime.tools.get(call.name)
-        if found is None or not found.needs_approval(call.arguments):
+        replay = runtime.replay_policies is not None  # no one decides in a replay
+        if found is None or replay or not found.needs_approval(call.arguments):
             continue
         timeout_s = found.approval_timeout_s or runtime.config.approval_timeout_s
         approval = PendingApproval(

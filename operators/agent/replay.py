@@ -9,7 +9,10 @@ run id is in the replay namespace (never one of production's) and every event it
 carries `replay_of`. Each tool call is answered from the recording when the recorded run
 called the same tool with the same arguments (parsed JSON, compared as values); otherwise
 the tool's `replay` policy decides: `recorded` (an error result saying so) or `live` (run
-it), and a tool that needs approval or has side effects never runs live.
+it), and a tool that needs approval or has side effects never runs live. No call parks for
+a decision in a replay: a call that needs approval gets the recorded run's outcome (its
+result when it was approved, the rejection or time-out it got otherwise), else an error
+result. Only MCP servers declared `replay: live` are started, and their tools are `live`.
 """
 
 from __future__ import annotations

@@ -470,12 +470,14 @@ class AgentRuntime:
 
 
 def _replay_policies(config: AgentConfig, tools: ToolRegistry) -> dict[str, ReplayPolicy]:
-    """Each declared tool's replay policy; a ValueError when a tool that needs approval
-    (as declared in the spec or by the tool itself) or has side effects is set to `live`."""
-    if len(config.tools) != len(tools):  # a registry given apart from the config's entries
-        return dict.fromkeys(tools.names, "recorded")
-    policies: dict[str, ReplayPolicy] = {}
-    for entry, name in zip(config.tools, tools.names, strict=True):
+    """Each tool's replay policy: a declared tool's own, `live` for the tools of an MCP
+    server a replay starts (only `replay: live` ones are); a ValueError when a tool that
+    needs approval (as declared in the spec or by the tool itself) is set to `live`."""
+    declared = [name for name in tools.names if not tools.origin(name)]
+    policies: dict[str, ReplayPolicy] = {name: "live" for name in tools.names if tools.origin(name)}
+    if len(config.tools) != len(declared):  # a registry given apart from the config's entries
+        return {**dict.fromkeys(declared, "recorded"), **policies}
+    for entry, name in zip(config.tools, declared, strict=True):
         if isinstance(entry, str):
             policies[name] = "recorded"
             continue

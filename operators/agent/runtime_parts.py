@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from streamagents.connectors.mcp_servers import require_mcp
+from streamagents.connectors.mcp_servers import McpServer, require_mcp
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel, PrefixCache, create_model
 from streamagents.connectors.providers.circuit_breaker import BreakerSettings
@@ -38,12 +38,19 @@ def runtime_parts(config: AgentConfig, model: ChatModel | None = None) -> Runtim
         max_workers=config.max_in_flight,  # every run in flight may be in a sync tool
         max_result_bytes=config.max_tool_result_bytes,
     )
-    if config.mcp_servers:
+    servers = started_servers(config)
+    if servers:
         require_mcp()
         from streamagents.operators.agent.mcp_tools import add_mcp_tools  # needs the mcp extra
 
-        add_mcp_tools(tools, config.mcp_servers, store)
+        add_mcp_tools(tools, servers, store)
     return RuntimeParts(model, tools, store, message_json)
+
+
+def started_servers(config: AgentConfig) -> list[McpServer]:
+    """The MCP servers the agent starts: all of them, but in a replay only those declared
+    `replay: live` (a replay touches no other tool server)."""
+    return [s for s in config.mcp_servers if not config.replay or s.replay == "live"]
 
 
 def _model(config: AgentConfig, store: MediaStore, message_json: MessageJson) -> ChatModel:
