@@ -307,7 +307,8 @@ class MemoryConfig(BaseModel):
 
 
 class SpendBudget(BaseModel):
-    """Tokens and dollars a key may spend over a rolling window, and what a run meets when
+    """Tokens and dollars a key (or the job) may spend over a rolling window, and what a run
+    meets when
     the window is spent: a model call starts only while the window's spend is under every
     limit set (the call that crosses a limit completes)."""
 
@@ -375,9 +376,14 @@ class Budgets(BaseModel):
     per_tenant: TenantSpendBudget | None = Field(
         default=None, description="What each tenant may spend over a rolling window."
     )
+    per_job: SpendBudget | None = Field(
+        default=None,
+        description="What the whole job may spend over a rolling window, all keys and tenants "
+        "together; each parallel subtask allows 1/parallelism of it.",
+    )
 
 
-SPEND_BUDGETS = ("per_key", "per_tenant")
+SPEND_BUDGETS = ("per_key", "per_tenant", "per_job")
 """The spend budgets of `Budgets`, by field name."""
 
 

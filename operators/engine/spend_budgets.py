@@ -1,4 +1,5 @@
-"""Spend budgets over rolling windows, per key and per tenant, checked before each model call.
+"""Spend budgets over rolling windows, per key, per tenant and for the whole job, checked
+before each model call.
 
 The rule: a model call starts only while the spend in every window it is charged to is
 under that window's limits; the call that crosses a limit completes (a call's spend is
@@ -18,7 +19,10 @@ Where the spend is kept:
   After a restore the ledger is empty and is rebuilt by merging
   (`RollingSpend.merge_max`) the copy of each key of the tenant it is about to check or
   charge: exact once the key written last before the checkpoint has been seen, a lower
-  bound until then (see docs/quotas-failover-and-spend.md for what this allows).
+  bound until then (see docs/quotas-failover-and-spend.md for what this allows);
+- for the job: as for one tenant that every key belongs to (`spend_job` in keyed state):
+  each subtask allows `1/parallelism` of the budget, so the subtasks together never allow
+  more than the budget, whatever keys they hold.
 
 Calls performed again after a restore are charged again when they answer: they were made
 twice and are paid twice. Calls made after the last checkpoint and before a failure are
@@ -83,10 +87,13 @@ class SpendBudgets:
         budgets = config.budgets
         self._per_key = budgets.per_key
         self._per_tenant = budgets.per_tenant
+        self._per_job = budgets.per_job
         self._parallelism = max(1, config.subtasks)
-        self.enabled = self._per_key is not None or self._per_tenant is not None
+        self.enabled = any(b is not None for b in (self._per_key, self._per_tenant, self._per_job))
         self._key_spend = port.value_state("spend_key", StateKind.TEXT)
         self._tenant_copy = port.value_state("spend_tenant", StateKind.TEXT)
+        self._job_copy = port.value_state("spend_job", StateKind.TEXT)
+        self._job: RollingSpend | None = None
         self._deferred = port.value_state("spend_deferred", StateKind.TEXT)
         self._ledger: dict[str, RollingSpend] = {}
 
@@ -111,8 +118,18 @@ class SpendBudgets:
                 window.merge_max(RollingSpend.from_json(copy["window"], window.window_ms))
         return window
 
-    def tenant_share(self, budget: SpendBudget) -> tuple[int | None, float | None]:
-        """What one subtask allows a tenant: the budget's limits over the parallelism."""
+    def _job_window(self, budget: SpendBudget) -> RollingSpend:
+        """This subtask's window of the job's spend, merged with the current key's copy."""
+        if self._job is None:
+            self._job = RollingSpend(_window_ms(budget))
+        stored = self._job_copy.value()
+        if stored is not None:
+            self._job.merge_max(RollingSpend.from_json(stored, self._job.window_ms))
+        return self._job
+
+    def subtask_share(self, budget: SpendBudget) -> tuple[int | None, float | None]:
+        """What one subtask allows a tenant (or the job): the budget's limits over the
+        parallelism."""
         p = self._parallelism
         tokens = None if budget.tokens is None else max(1, budget.tokens // p)
         cost = None if budget.cost is None else budget.cost / p
@@ -129,6 +146,15 @@ class SpendBudgets:
             found = _over("per_key", budget, window, budget.tokens, budget.cost, now_ms, "key")
             if found is not None:
                 return found
+        if self._per_job is not None:
+            budget = self._per_job
+            window = self._job_window(budget)
+            self._keep_job_copy(window, now_ms)
+            tokens, cost = self.subtask_share(budget)
+            who = f"job (this subtask's 1/{self._parallelism} share)"
+            found = _over("per_job", budget, window, tokens, cost, now_ms, who)
+            if found is not None:
+                return found
         if self._per_tenant is not None:
             budget = self._per_tenant
             tenant = tenant_of(self._config, state.key, state.attributes)
@@ -140,7 +166,7 @@ class SpendBudgets:
                 )
             window = self._tenant_window(budget, tenant)
             self._keep_copy(tenant, window, now_ms)
-            tokens, cost = self.tenant_share(budget)
+            tokens, cost = self.subtask_share(budget)
             who = f"tenant {tenant!r} (this subtask's 1/{self._parallelism} share)"
             return _over("per_tenant", budget, window, tokens, cost, now_ms, who)
         return None
@@ -160,12 +186,21 @@ class SpendBudgets:
             window = self._tenant_window(self._per_tenant, tenant)
             window.charge(now_ms, spent.tokens, spent.cost_usd)
             self._keep_copy(tenant, window, now_ms)
+        if self._per_job is not None:
+            window = self._job_window(self._per_job)
+            window.charge(now_ms, spent.tokens, spent.cost_usd)
+            self._keep_job_copy(window, now_ms)
 
     def _keep_copy(self, tenant: str, window: RollingSpend, now_ms: int) -> None:
         """Write the tenant's window into the current key's state, for a restore to merge."""
         if window.buckets:
             copy = {"tenant": tenant, "window": window.to_json(now_ms)}
             self._tenant_copy.update(json.dumps(copy))
+
+    def _keep_job_copy(self, window: RollingSpend, now_ms: int) -> None:
+        """Write the job's window into the current key's state, for a restore to merge."""
+        if window.buckets:
+            self._job_copy.update(window.to_json(now_ms))
 
     # -- runs deferred ---------------------------------------------------------------------
 

@@ -55,3 +55,12 @@ def test_prices_in_the_spec_or_the_table_or_a_tokens_budget_pass(tmp_path: Path)
     check_runnable(load_spec(write_spec(tmp_path, SPEC.replace("MODEL", "gemini-2.5-flash")), {}))
     tokens = SPEC.replace("MODEL", "gemini-2.5-flash-lite").replace("cost: 50.0", "tokens: 9000")
     check_runnable(load_spec(write_spec(tmp_path, tokens), {}))
+
+
+def test_the_job_wide_cap_needs_prices_too(tmp_path: Path) -> None:
+    text = SPEC.replace("MODEL", "gemini-2.5-flash-lite").replace(
+        "per_tenant: {field: tenant, cost: 50.0, window_s: 86400}",
+        "per_job: {cost: 500.0, window_s: 86400}",
+    )
+    with pytest.raises(SpecError, match=r"agent\.budgets\.per_job\.cost: a cost budget needs"):
+        check_runnable(load_spec(write_spec(tmp_path, text), {}))

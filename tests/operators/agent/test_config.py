@@ -39,6 +39,7 @@ def test_defaults_match_the_contract() -> None:
         "max_unknown_tool_calls": 1,
         "per_key": None,
         "per_tenant": None,
+        "per_job": None,
     }
     assert cfg.model.options == {} and cfg.model.generation == {}
 
