@@ -10,11 +10,14 @@ optionally, `"match"`, arguments the call was asked with (`waiting_matches`), wh
 tool allows it (`by_tool_name`); edited `arguments` count only where it allows edits
 (`allow_edits`). An input line with a top-level `approval` field is always a decision,
 never a run's input; which channel may carry decisions is the job's choice (`Takes`).
+With a secret (`DecisionsConfig.secret`), a decision counts only with its `signature`,
+the HMAC-SHA256 of the decision and its key (`decision_signature`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Iterable
 from typing import Any, Literal
@@ -36,6 +39,7 @@ __all__ = [
     "PendingApproval",
     "Takes",
     "decision_line",
+    "decision_signature",
     "forgotten",
     "is_decision_line",
     "parse_line",
@@ -89,6 +93,12 @@ class ApprovalDecision(BaseModel):
     comment: str = Field(default="", max_length=_MAX_TEXT, description="Why, for the model.")
     arguments: dict[str, Any] | None = Field(
         default=None, description="Edited arguments to call the tool with (approve only)."
+    )
+    signature: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The HMAC-SHA256 of the decision and its key (`decision_signature`), "
+        "when the job signs decisions.",
     )
 
     @model_validator(mode="after")
@@ -159,13 +169,28 @@ def decision_line(decision: ApprovalDecision, key: str) -> str:
     )
 
 
+def decision_signature(key: str, approval: dict[str, Any], secret: str) -> str:
+    """The signature of a decision (the `approval` object as sent, its `signature` aside)
+    for `key`: the hex HMAC-SHA256, keyed by `secret`, of the UTF-8 canonical JSON
+    `{"approval": {...}, "key": key}` (keys sorted, no spaces, non-ASCII as is)."""
+    body = {name: value for name, value in approval.items() if name != "signature"}
+    text = json.dumps(
+        {"approval": body, "key": key}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return hmac.new(secret.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
 def parse_line(
-    raw: str, key_field: str, limits: InputLimits | None = None, takes: Takes = "both"
+    raw: str,
+    key_field: str,
+    limits: InputLimits | None = None,
+    takes: Takes = "both",
+    secret: str | None = None,
 ) -> InputRecord | tuple[str, ApprovalDecision]:
     """Parse an input line: a run's input (`InputRecord`), or `(key, decision)` when the line
     holds a top-level `approval` field; raises `InputError` naming the broken rule (never
     the values), and for a line its channel does not take (`takes`): an `UntrustedDecision`
-    or `NotADecision`."""
+    or `NotADecision`; with a `secret`, for a decision not signed with it (`BadSignature`)."""
     obj, size = decode_line(raw, limits)
     if not isinstance(obj, dict) or "approval" not in obj:
         if takes == "decisions":
@@ -183,6 +208,16 @@ def parse_line(
         raise InputError(
             f"approval must be an object, not {type(value).__name__}", "InvalidDecision"
         )
+    if secret is not None:
+        signature = value.get("signature")
+        expected = decision_signature(key, value, secret)
+        if not isinstance(signature, str) or not hmac.compare_digest(signature, expected):
+            raise InputError(
+                "the decision is not signed with the job's decisions.secret (approval."
+                "signature: the HMAC-SHA256 of the decision and its key, see "
+                "docs/approvals.md); it was not applied",
+                "BadSignature",
+            )
     try:
         return key, ApprovalDecision.model_validate(value)
     except ValidationError as exc:

@@ -639,6 +639,18 @@ class DecisionsConfig(BaseModel):
         "decision on the main input is a dead letter; decisions come from the job's approvals "
         "source only. Anyone who can write an input line can then decide.",
     )
+    secret: SecretStr | None = Field(
+        default=None,
+        description="HMAC-SHA256 key (at least 16 characters; set it from ${ENV}): with it, "
+        "a decision counts only with a valid `signature` (see docs/approvals.md).",
+    )
+
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, secret: SecretStr | None) -> SecretStr | None:
+        if secret is not None and len(secret.get_secret_value()) < 16:
+            raise ValueError("decisions.secret must be at least 16 characters")
+        return secret
 
 
 class ToolRef(BaseModel):

@@ -4,8 +4,9 @@ A decision on a parked tool call (a line with `approval`) goes on as (key, its c
 decision line), which the agent function tells from inputs by its start, but only from a
 channel that takes decisions (`Takes`): the job's approvals source, or the main input when
 the agent config allows it (`decisions.from_input`) and there is no approvals source. Any
-other decision-shaped line is an `UntrustedDecision` dead letter, and a run input on the
-approvals source a `NotADecision` one. No input line goes on looking like the engine's own
+other decision-shaped line is an `UntrustedDecision` dead letter, a run input on the
+approvals source a `NotADecision` one, and with `decisions.secret` a decision without its
+valid signature a `BadSignature` one. No input line goes on looking like the engine's own
 follow-up lines (see `not_a_followup`).
 
 A line that cannot become a run goes to the dead-letter side output with the reason and
@@ -58,6 +59,7 @@ class ParseRecords(ProcessFunction):
 
     def __init__(self, config: AgentConfig, takes: Takes) -> None:
         self._takes: Takes = takes
+        self._secret = config.decisions.secret
         self._key_field = config.key_field
         self._limits = config.input_limits
         self._media_root = config.media_store
@@ -121,7 +123,8 @@ class ParseRecords(ProcessFunction):
                 raise InputError(
                     f"input must be a JSON text line, not {type(value).__name__}", "InvalidJson"
                 )
-            record = parse_line(value, self._key_field, self._limits, self._takes)
+            secret = None if self._secret is None else self._secret.get_secret_value()
+            record = parse_line(value, self._key_field, self._limits, self._takes, secret)
         except Exception as error:
             received = value if isinstance(value, str) else repr(type(value))
             yield (

@@ -14,15 +14,21 @@ from doubles import answer, scripted_runtime
 from engine_harness import EchoTestModel, EngineHarness, harness
 from pydantic import ValidationError
 
-from streamagents.jobs.spec import JobSpec
+from streamagents.jobs.spec import JobSpec, load_spec
 from streamagents.operators.agent import tool
 from streamagents.operators.agent.approvals import (
     ApprovalDecision,
     Takes,
     decision_line,
+    decision_signature,
     is_decision_line,
 )
-from streamagents.operators.agent.config import AgentConfig, FollowupConfig, ModelSpec
+from streamagents.operators.agent.config import (
+    AgentConfig,
+    DecisionsConfig,
+    FollowupConfig,
+    ModelSpec,
+)
 from streamagents.operators.agent.followups import Followup, is_followup_line
 from streamagents.operators.flink.parse_records import ParseRecords
 from streamagents.operators.flink.side_outputs import DEAD_LETTERS_TAG
@@ -57,9 +63,15 @@ DECISION = {"key": "k", "approval": {"call_id": "c-1", "decision": "approve", "b
 RUN_INPUT = {"key": "k", "id": "in-1", "text": "hello"}
 
 
-def parsed(tmp_path: Path, takes: Takes, line: dict[str, Any]) -> list[Any]:
+def parsed(
+    tmp_path: Path, takes: Takes, line: dict[str, Any], secret: str | None = None
+) -> list[Any]:
     """What the parse step of a channel that `takes` makes of one line."""
-    config = AgentConfig(model=ModelSpec(provider="gemini", model="m"), media_store=str(tmp_path))
+    config = AgentConfig(
+        model=ModelSpec(provider="gemini", model="m"),
+        media_store=str(tmp_path),
+        decisions=DecisionsConfig(secret=secret),
+    )
     function = ParseRecords(config, takes)
     function.open(None)
     try:
@@ -203,3 +215,48 @@ def test_an_input_line_cannot_pass_itself_off_as_a_followup(tmp_path: Path) -> N
     kinds = [json.loads(e.json())["event_type"] for e in step.events]
     assert "followup_fired" not in kinds
     assert step.cancelled == ["f-0"]
+
+
+SECRET = "s3cret-approvals-key-0123"
+
+
+def signed(key: str, approval: dict[str, Any], secret: str = SECRET) -> dict[str, Any]:
+    """A decision line for `key` signed as an approvers' service would sign it."""
+    return {
+        "key": key,
+        "approval": {**approval, "signature": decision_signature(key, approval, secret)},
+    }
+
+
+def test_with_a_secret_only_a_validly_signed_decision_counts(tmp_path: Path) -> None:
+    approval = {"call_id": "c-1", "decision": "approve", "by": "ana", "arguments": {"amount": 30}}
+    [(key, line)] = parsed(tmp_path, "decisions", signed("k", approval), SECRET)
+    assert key == "k" and is_decision_line(line)
+    unsigned = {"key": "k", "approval": approval}
+    tampered = signed("k", approval)
+    tampered["approval"]["arguments"] = {"amount": 99999}
+    other_key = signed("k2", approval)
+    other_key["key"] = "k"
+    other_secret = signed("k", approval, "another-secret-of-16+")
+    for line in (unsigned, tampered, other_key, other_secret):
+        [(tag, letter)] = parsed(tmp_path, "decisions", line, SECRET)
+        record = json.loads(letter)
+        assert tag == DEAD_LETTERS_TAG and record["error_type"] == "BadSignature"
+        assert SECRET not in letter
+
+
+def test_a_short_secret_is_refused() -> None:
+    with pytest.raises(ValidationError, match="at least 16 characters"):
+        DecisionsConfig(secret="short")
+
+
+def test_a_spec_takes_the_secret_from_the_environment_and_never_shows_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = spec_with(approvals=True, from_input=False)
+    spec["agent"]["decisions"]["secret"] = "${APPROVALS_SECRET}"
+    (tmp_path / "job.yaml").write_text(json.dumps(spec))
+    loaded = load_spec(tmp_path / "job.yaml", {"APPROVALS_SECRET": SECRET})
+    secret = loaded.spec.agent.decisions.secret
+    assert secret is not None and secret.get_secret_value() == SECRET
+    assert SECRET not in repr(loaded.spec)
