@@ -54,8 +54,9 @@ _SECRET = re.compile(
     r"|\bgithub_pat_[A-Za-z0-9_]{20,}"
     r"|\bxox[abposr]-[A-Za-z0-9-]{10,}"
     r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
-    r"|-----BEGIN[A-Z ]*PRIVATE KEY-----(?:.|\n)*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)"
-    r"|(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#]+@"
+    # a PEM key to its END line, or (cut short) to the end of its quoted string
+    r"|-----BEGIN[A-Z ]*PRIVATE KEY-----[^\"']*?(?:-----END[A-Z ]*PRIVATE KEY-----|(?=\\?[\"'])|\Z)"
+    r"|(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#\"'\\]+@"
     r"|(?P<bearer>(?i:\bbearer\s+))[A-Za-z0-9._~+/\-]{12,}=*"
     r"|(?P<basic>(?i:\bbasic\s+))(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{12,}=*"
     rf"|(?P<name>\b(?i:{_NAME})|{_QUERY_NAME})"

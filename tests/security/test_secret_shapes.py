@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from streamagents.serde.safe_text import redact_secrets
@@ -46,3 +48,8 @@ def test_each_common_token_shape_is_redacted(name: str) -> None:
 def test_ordinary_text_and_urls_without_credentials_are_kept() -> None:
     text = "see https://example.com/docs?page=2 and user@example.com; key count 12"
     assert redact_secrets(text) == text
+
+
+def test_a_private_key_cut_short_inside_json_leaves_valid_json() -> None:
+    text = json.dumps({"tool": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADAN", "next": 1})
+    assert json.loads(redact_secrets(text)) == {"tool": "[REDACTED]", "next": 1}
