@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = [
     "REASON_LIMIT",
@@ -18,6 +19,7 @@ __all__ = [
     "is_credential_name",
     "redact_secrets",
     "scrub",
+    "url_secrets",
 ]
 
 REASON_LIMIT = 1000
@@ -133,3 +135,17 @@ def redact_secrets(text: str) -> str:
     if any(hint in lowered for hint in _HINTS) or _API_KEY_HINT.search(lowered) is not None:
         return _SECRET.sub(_redact_match, text)
     return text
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The credentials a URL carries, for `scrub`: its user name and password (as written
+    and decoded) and the value of every query parameter."""
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+        found = [parts.username, parts.password]
+    except ValueError:  # a malformed port or host: nothing can be read from it
+        return []
+    found += [value for _, value in parse_qsl(parts.query, keep_blank_values=False)]
+    return [piece for value in found if value for piece in {value, unquote(value)}]
