@@ -33,7 +33,6 @@ __all__ = [
     "MediaStore",
     "MediaStoreError",
     "has_inline_media_above",
-    "store_root_of",
 ]
 
 DEFAULT_OFFLOAD_THRESHOLD = 65536
@@ -59,18 +58,6 @@ class MediaIntegrityError(MediaStoreError):
 def has_inline_media_above(message: ChatMessage, threshold_bytes: int) -> bool:
     """Whether `message` has inline media larger than `threshold_bytes` (what `offload` moves)."""
     return any(p.data is not None and len(p.data) > threshold_bytes for p in message.media)
-
-
-def store_root_of(ref: MediaRef) -> str | None:
-    """The root of the store a ref says it was put in (its `uri` less `/sha256/<ab>/<digest>`),
-    or None when the uri names none, or names a local directory that is not there."""
-    suffix = f"/sha256/{ref.sha256[:2]}/{ref.sha256}"
-    if not ref.uri or not ref.uri.endswith(suffix):
-        return None
-    root = ref.uri[: -len(suffix)]
-    if root.startswith("file://") and not os.path.isdir(root[len("file://") :]):
-        return None
-    return root
 
 
 def _open_filesystem(root: str) -> tuple[pafs.FileSystem, str, str]:
