@@ -3,7 +3,10 @@
 A decision on a parked tool call (a line with `approval`) goes on as (key, its canonical
 decision line), which the agent function tells from inputs by its start.
 
-A line that cannot become a run goes to the dead-letter side output with the reason and
+An input's media may point only where its source allows (`InputMedia`: by default no
+media-store ref, only https URLs); this is checked here, before the step's own offload
+turns large inline media into refs. A line that cannot become a run goes to the
+dead-letter side output with the reason and
 the raw line (a Kafka record value that is not UTF-8: the line decoded with replacement
 characters, and its exact bytes in the media store, under `offloaded.input`); a good one
 goes on as `(key, line)`, its inline media above the offload threshold already in the
@@ -28,6 +31,7 @@ from streamagents.operators.agent.records import (
     ErrorInfo,
     InputError,
     InputRecord,
+    check_media_sources,
     offload_input,
 )
 from streamagents.operators.flink._task_watch import TaskWatch
@@ -52,6 +56,7 @@ class ParseRecords(ProcessFunction):
     def __init__(self, config: AgentConfig) -> None:
         self._key_field = config.key_field
         self._limits = config.input_limits
+        self._media_sources = config.input_media
         self._media_root = config.media_store
         self._threshold = config.offload_threshold_bytes
 
@@ -114,6 +119,8 @@ class ParseRecords(ProcessFunction):
                     f"input must be a JSON text line, not {type(value).__name__}", "InvalidJson"
                 )
             record = parse_line(value, self._key_field, self._limits)
+            if not isinstance(record, tuple):  # where its media point is checked here, once
+                check_media_sources(record, self._media_sources)
         except Exception as error:
             received = value if isinstance(value, str) else repr(type(value))
             yield (
