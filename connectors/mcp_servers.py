@@ -136,6 +136,19 @@ class McpServer(BaseModel):
         description="How long a call waits for its decision; unset: the agent's.",
     )
 
+    max_schema_bytes: int = Field(
+        default=65536,
+        ge=256,
+        description="Most bytes of a tool's input schema with its `$ref`s inlined (as it goes "
+        "out with every request); a tool over it is not offered, with a warning.",
+    )
+    max_description_chars: int = Field(
+        default=4096,
+        ge=0,
+        description="Most characters of a tool's description (it goes out with every "
+        "request); a tool over it is not offered, with a warning.",
+    )
+
     @model_validator(mode="after")
     def _consistent(self) -> McpServer:
         if "*" in self.allow and len(self.allow) > 1:
