@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from streamagents.connectors.eventlog import finalize_in_progress
+from streamagents.connectors.mcp_servers import McpHttp
 from streamagents.connectors.providers import adapter_module
 from streamagents.jobs._job_stop import StopError, finish_when_answered, stop_with_savepoint
 from streamagents.jobs._local_jvm import start_in_background, warm_task_python
@@ -163,7 +164,33 @@ def _validate(args: argparse.Namespace) -> int:
         lines.append(f"  telemetry  {_describe_telemetry(loaded.telemetry)}")
     # A path or URL may hold an ${ENV} value or a password of its own: neither is shown.
     print(redact_secrets(loaded.redact("\n".join(lines))))
+    for warning in _cleartext_credentials(loaded):
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
+
+
+def _cleartext_credentials(loaded: LoadedSpec) -> list[str]:
+    """What sends credentials (headers, or a URL's user info) over plain `http://` to a
+    host other than this machine, where anyone on the path can read them."""
+    found = [
+        (f"MCP server {server.name!r}", server.transport.url, bool(server.transport.headers))
+        for server in loaded.spec.agent.mcp_servers
+        if isinstance(server.transport, McpHttp)
+    ]
+    if loaded.telemetry is not None:
+        telemetry = loaded.telemetry
+        found.append(("telemetry", telemetry.otlp_endpoint, bool(telemetry.headers)))
+    warnings = []
+    for what, url, has_headers in found:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        loopback = host == "localhost" or host == "::1" or host.startswith("127.")
+        if parts.scheme == "http" and not loopback and (has_headers or parts.username):
+            warnings.append(
+                f"{what} sends credentials over plain http to {host}: use https, or a "
+                "collector or server on this machine"
+            )
+    return warnings
 
 
 def _describe_telemetry(telemetry: TelemetryConfig) -> str:

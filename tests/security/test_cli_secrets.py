@@ -42,3 +42,27 @@ def test_validate_hides_a_literal_password_in_a_sink_url(
     out = capsys.readouterr().out
     assert "literal-pw-42" not in out
     assert "dead       s3://[REDACTED]@bucket/dead" in out
+
+
+def test_validate_warns_when_credentials_go_to_a_plain_http_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    text = EXAMPLE.read_text()
+    assert "  max_in_flight: 16\n" in text
+    mcp = (
+        "  mcp_servers:\n"
+        "    - name: crm\n"
+        "      transport: {type: http, url: 'http://crm.internal.example/mcp',"
+        " headers: {Authorization: 'Bearer abc'}}\n"
+        "      allow: ['*']\n"
+        "    - name: local\n"
+        "      transport: {type: http, url: 'http://127.0.0.1:9/mcp',"
+        " headers: {Authorization: 'Bearer abc'}}\n"
+        "      allow: ['*']\n"
+    )
+    spec.write_text(text.replace("  max_in_flight: 16\n", "  max_in_flight: 16\n" + mcp, 1))
+    assert main(["validate", str(spec)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: MCP server 'crm' sends credentials over plain http" in err
+    assert "'local'" not in err
