@@ -147,6 +147,7 @@ class _ServerLink:
                 command=sys.executable,
                 args=[
                     "-I",
+                    "-S",
                     _STDIO_RELAY,
                     str(self.spec.max_reply_bytes),
                     transport.command,

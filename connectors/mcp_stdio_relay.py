@@ -12,6 +12,7 @@ runs as a script, in a fresh interpreter, before anything else.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def relay(limit: int, command: list[str]) -> int:
 
     def stop(signum: int, _frame: object) -> NoReturn:
         server.terminate()
-        sys.exit(128 + signum)
+        os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
     threading.Thread(target=_pass_stdin, args=(server.stdin,), daemon=True).start()
@@ -66,4 +67,7 @@ def relay(limit: int, command: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(relay(int(sys.argv[1]), sys.argv[2:]))
+    status = relay(int(sys.argv[1]), sys.argv[2:])
+    sys.stdout.flush()
+    # at once: the stdin thread may sit in a read, which a normal shutdown would wait on
+    os._exit(status)
