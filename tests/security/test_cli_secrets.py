@@ -66,3 +66,21 @@ def test_validate_warns_when_credentials_go_to_a_plain_http_url(
     err = capsys.readouterr().err
     assert "warning: MCP server 'crm' sends credentials over plain http" in err
     assert "'local'" not in err
+
+
+def test_validate_warns_when_the_collector_gets_its_token_over_plain_http(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTLP_TOKEN", "Bearer otlp-token-123")
+    spec = tmp_path / "spec.yaml"
+    block = (
+        "telemetry:\n  otlp_endpoint: http://collector.example:4318\n"
+        '  headers: {Authorization: "${OTLP_TOKEN}"}\n'
+    )
+    spec.write_text(EXAMPLE.read_text() + block)
+    assert main(["validate", str(spec)]) == 0
+    captured = capsys.readouterr()
+    assert "warning: telemetry sends credentials over plain http to collector.example" in (
+        captured.err
+    )
+    assert "otlp-token-123" not in captured.out + captured.err
