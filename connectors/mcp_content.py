@@ -4,7 +4,9 @@ resource links as text with their URI; `isError` as an `McpToolError`.
 
 Media go into the media store here (`MediaStore.put`), so the result carries refs: the
 history in keyed state stays small, and each wire resolves the refs when it builds a
-request, through its own media-in-tool-results path.
+request, through its own media-in-tool-results path. A tool server is untrusted: the size
+of a whole result, media included, is checked against the agent's
+`max_tool_result_bytes` before anything is decoded or stored.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from streamagents.serde.messages import (
 )
 from streamagents.serde.safe_text import clip
 
-__all__ = ["McpToolError", "result_parts"]
+__all__ = ["McpResultTooLarge", "McpToolError", "result_parts"]
 
 _MAX_ERROR_CHARS = 2000
 
@@ -32,11 +34,24 @@ class McpToolError(Exception):
     """A result the server flagged `isError`: its text is what the model reads."""
 
 
-def result_parts(result: Any, store: MediaStore) -> list[Any]:
+class McpResultTooLarge(ValueError):
+    """A result whose text and media together are over `max_tool_result_bytes`."""
+
+
+def result_parts(result: Any, store: MediaStore, max_bytes: int | None = None) -> list[Any]:
     """The parts of a `CallToolResult`, in order; raises `McpToolError` for an `isError`
-    result and `ValueError` for content that is not what MCP promises (bad base64)."""
+    result, `McpResultTooLarge` for one over `max_bytes` (checked before any media is
+    decoded or stored) and `ValueError` for content that is not what MCP promises (bad
+    base64)."""
     if not isinstance(result, types.CallToolResult):
         raise ValueError(f"the server answered a {type(result).__name__}, not a tool result")
+    if max_bytes is not None and not result.is_error:
+        size = sum(_size(block) for block in result.content)
+        if size > max_bytes:
+            raise McpResultTooLarge(
+                f"the tool returned about {size} bytes (media included), more than "
+                f"max_tool_result_bytes={max_bytes}; nothing of it was kept"
+            )
     if result.is_error:
         text = " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
         raise McpToolError(clip(text or "the tool reported an error", _MAX_ERROR_CHARS))
@@ -44,6 +59,21 @@ def result_parts(result: Any, store: MediaStore) -> list[Any]:
     if not parts and result.structured_content is not None:
         parts.append(TextPart(text=json.dumps(result.structured_content, ensure_ascii=False)))
     return parts or [TextPart(text="")]
+
+
+def _size(block: Any) -> int:
+    """What a content block will weigh as a part: its text's UTF-8 bytes, or its media's
+    bytes as their base64 length says (without decoding them)."""
+    if isinstance(block, types.TextContent):
+        return len(block.text.encode("utf-8", "surrogatepass"))
+    if isinstance(block, types.ImageContent | types.AudioContent):
+        return len(block.data) * 3 // 4
+    if isinstance(block, types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, types.TextResourceContents):
+            return len(resource.text.encode("utf-8", "surrogatepass"))
+        return len(resource.blob) * 3 // 4
+    return 0
 
 
 def _part(block: Any, store: MediaStore) -> Any:

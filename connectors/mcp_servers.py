@@ -142,6 +142,25 @@ class McpServer(BaseModel):
         "servers only; refused when a tool of it needs approval).",
     )
 
+    max_schema_bytes: int = Field(
+        default=65536,
+        ge=256,
+        description="Most bytes of a tool's input schema with its `$ref`s inlined (as it goes "
+        "out with every request); a tool over it is not offered, with a warning.",
+    )
+    max_reply_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="Most bytes of one reply (a stdio line, an HTTP response to a request); "
+        "past it the reply is cut off, the call fails and the session restarts.",
+    )
+    max_description_chars: int = Field(
+        default=4096,
+        ge=0,
+        description="Most characters of a tool's description (it goes out with every "
+        "request); a tool over it is not offered, with a warning.",
+    )
+
     @model_validator(mode="after")
     def _consistent(self) -> McpServer:
         if "*" in self.allow and len(self.allow) > 1:

@@ -7,7 +7,9 @@ the SDK could not read); then it closes it (a stdio server's process is ended) a
 again after a backoff that doubles up to a bound, starting over once a session is up. A
 call waits for a session only within its own timeout, so a server that is down gives an
 error at once or after that timeout, and the job never fails for it. Messages never show a
-server's env or header values.
+server's env or header values. No reply grows past the server's `max_reply_bytes`: a stdio
+server runs behind `mcp_stdio_relay`, which ends it at a longer line, and an HTTP response
+to a request ends in a read error there; either way the call fails and the session restarts.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import anyio
@@ -43,6 +46,8 @@ _T = TypeVar("_T")
 _CLOSE_GRACE_S = 6.0
 """How long `McpSessions.close` lets the sessions end themselves before cancelling them."""
 _MAX_LIST_PAGES = 100
+_STDIO_RELAY = str(Path(__file__).with_name("mcp_stdio_relay.py"))
+"""The script a stdio server runs behind (see `mcp_stdio_relay`)."""
 
 
 class McpCallError(Exception):
@@ -137,9 +142,17 @@ class _ServerLink:
     def _transport(self, stack: AsyncExitStack) -> contextlib.AbstractAsyncContextManager[Any]:
         transport = self.spec.transport
         if isinstance(transport, McpStdio):
+            # behind the relay that bounds a reply's line (see `mcp_stdio_relay`)
             parameters = StdioServerParameters(
-                command=transport.command,
-                args=list(transport.args),
+                command=sys.executable,
+                args=[
+                    "-I",
+                    "-S",
+                    _STDIO_RELAY,
+                    str(self.spec.max_reply_bytes),
+                    transport.command,
+                    *transport.args,
+                ],
                 env={k: v.get_secret_value() for k, v in transport.env.items()},
                 cwd=transport.cwd,
             )
@@ -148,7 +161,8 @@ class _ServerLink:
         # No read timeout: a call's own timeout bounds it, and the server's event stream
         # may stay quiet for long.
         timeout = httpx2.Timeout(self.spec.connect_timeout_s, read=None)
-        client = httpx2.AsyncClient(headers=headers, timeout=timeout)
+        bounded = _BoundedReplies(httpx2.AsyncHTTPTransport(), self.spec.max_reply_bytes)
+        client = httpx2.AsyncClient(headers=headers, timeout=timeout, transport=bounded)
         stack.push_async_callback(client.aclose)
         return streamable_http_client(transport.url, http_client=client)
 
@@ -189,6 +203,53 @@ class _ServerLink:
         broken.set()
         self.last_error = f"the last session ended: it {reason}"
         return McpCallError(f"MCP server {self.spec.name!r} {reason}; it is restarted")
+
+
+class _BoundedReplies(httpx2.AsyncBaseTransport):
+    """An HTTP transport whose responses to requests (POSTs: each carries one reply) end in
+    a `ReadError` past `limit` bytes, so no reply grows without bound in the job; the
+    server's own event stream (a GET, open for the session) is left as it is."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """The inner transport's response, its body bounded when it answers a POST."""
+        response = await self._inner.handle_async_request(request)
+        if request.method != "POST":
+            return response
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_BoundedBody(response.stream, self._limit),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        """Close the inner transport."""
+        await self._inner.aclose()
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    """A response body that raises `ReadError` once more than `limit` bytes came."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise httpx2.ReadError(f"the reply is over max_reply_bytes={self._limit} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        """Close the inner body."""
+        await self._inner.aclose()
 
 
 def server_stderr() -> TextIO:

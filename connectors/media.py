@@ -18,7 +18,7 @@ import os
 import re
 import uuid
 from typing import Literal
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -33,7 +33,7 @@ __all__ = [
     "MediaStore",
     "MediaStoreError",
     "has_inline_media_above",
-    "store_root_of",
+    "shown_root",
 ]
 
 DEFAULT_OFFLOAD_THRESHOLD = 65536
@@ -61,16 +61,18 @@ def has_inline_media_above(message: ChatMessage, threshold_bytes: int) -> bool:
     return any(p.data is not None and len(p.data) > threshold_bytes for p in message.media)
 
 
-def store_root_of(ref: MediaRef) -> str | None:
-    """The root of the store a ref says it was put in (its `uri` less `/sha256/<ab>/<digest>`),
-    or None when the uri names none, or names a local directory that is not there."""
-    suffix = f"/sha256/{ref.sha256[:2]}/{ref.sha256}"
-    if not ref.uri or not ref.uri.endswith(suffix):
-        return None
-    root = ref.uri[: -len(suffix)]
-    if root.startswith("file://") and not os.path.isdir(root[len("file://") :]):
-        return None
-    return root
+def shown_root(root: str) -> str:
+    """`root` as errors and logs show it: a URI without its user info and query, which may
+    carry the store's credentials (`s3://KEY:SECRET@bucket`, `?session_token=`)."""
+    if "://" not in root:
+        return root
+    try:
+        parts = urlsplit(root)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a malformed port: show the scheme alone
+        return root.split("://", 1)[0] + "://[unreadable]"
+    return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
 
 
 def _open_filesystem(root: str) -> tuple[pafs.FileSystem, str, str]:
@@ -101,12 +103,14 @@ class MediaStore:
         if verify_existing not in ("bytes", "size"):
             raise ValueError(f"verify_existing must be 'bytes' or 'size', not {verify_existing!r}")
         self.root = root
+        self.shown_root = shown_root(root)
+        """The root without credentials, for every message that names the store."""
         self.verify_existing = verify_existing
         self._fs, self._base, self._uri_prefix = _open_filesystem(root)
         self._fs.create_dir(self._base, recursive=True)
 
     def __repr__(self) -> str:
-        return f"MediaStore({self.root!r})"
+        return f"MediaStore({self.shown_root!r})"
 
     def _path(self, digest: str) -> str:
         if not isinstance(digest, str) or not _DIGEST.match(digest):
@@ -165,11 +169,11 @@ class MediaStore:
                 data = stream.read()
         except FileNotFoundError:
             raise MediaNotFoundError(
-                f"media store {self.root!r} has no object sha256={ref.sha256}"
+                f"media store {self.shown_root!r} has no object sha256={ref.sha256}"
             ) from None
         if hashlib.sha256(data).hexdigest() != ref.sha256 or len(data) != ref.size_bytes:
             raise MediaIntegrityError(
-                f"media object sha256={ref.sha256} in {self.root!r} is corrupt: its bytes do "
+                f"media object sha256={ref.sha256} in {self.shown_root!r} is corrupt: its bytes do "
                 f"not match the ref (size {len(data)}, ref says {ref.size_bytes})"
             )
         return data

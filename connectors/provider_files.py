@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 import pyarrow.fs as pafs
 
-from streamagents.connectors.media import _open_filesystem
+from streamagents.connectors.media import _open_filesystem, shown_root
 
 __all__ = ["ProviderFile", "ProviderFileIndex"]
 
@@ -62,7 +62,7 @@ class ProviderFileIndex:
         self._base = f"{base}/provider-files/{endpoint_digest}"
 
     def __repr__(self) -> str:
-        return f"ProviderFileIndex({self.root!r}, {self.endpoint!r})"
+        return f"ProviderFileIndex({shown_root(self.root)!r}, {self.endpoint!r})"
 
     def _path(self, sha256: str) -> str:
         if not _DIGEST.match(sha256):

@@ -10,6 +10,7 @@ from pathlib import Path
 from streamagents.connectors.eventlog import DamagedFile, read_events
 from streamagents.jobs._eventlog_commands import add_in_progress_flag, report_damaged
 from streamagents.jobs._otel_export import export_http, otlp_json
+from streamagents.jobs._yaml_source import expand_env
 from streamagents.operators.telemetry.sdk_spans import OtelMissingError, require_otel
 from streamagents.operators.telemetry.spans import spans_from_events
 
@@ -34,7 +35,8 @@ def register_export(commands: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="An HTTP header for the collector (repeatable).",
+        help="An HTTP header for the collector (repeatable); ${NAME} in VALUE is read from "
+        "the environment, so a token need not be on the command line.",
     )
     export.add_argument(
         "--capture-content",
@@ -58,7 +60,10 @@ def _export(args: argparse.Namespace) -> int:
         name, sep, value = header.partition("=")
         if not sep or not name.strip():
             return _fail(f"--header wants NAME=VALUE, got {name.strip()!r} without '='")
-        headers[name.strip()] = value
+        try:  # a token is given as ${NAME}, so it is not on the command line
+            headers[name.strip()] = expand_env(value)
+        except ValueError as exc:
+            return _fail(f"--header {name.strip()}: {exc}")
     try:
         require_otel()
     except OtelMissingError as error:

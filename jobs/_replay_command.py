@@ -55,6 +55,7 @@ from streamagents.jobs.replay_report.command import (
 )
 from streamagents.jobs.spec import (
     EventLogSpec,
+    FilesSourceSpec,
     JobSpec,
     LoadedSpec,
     SinkSpec,
@@ -108,7 +109,12 @@ def replay_spec(spec: JobSpec, out: Path, inputs: Path, parallelism: int | None)
     return spec.model_copy(
         update={
             "name": f"{spec.name}-replay",
-            "source": SourceSpec.model_validate({"files": {"path": str(inputs)}}),
+            # the recorded inputs, whose refs are the job's own offloaded media; their URLs
+            # still follow the production source's rules
+            "source": SourceSpec(
+                files=FilesSourceSpec(path=str(inputs)),
+                media=spec.source.media.model_copy(update={"store_refs": True}),
+            ),
             "sinks": SinksSpec(
                 outputs=SinkSpec(path=str(out / "outputs")),
                 dead_letters=SinkSpec(path=str(out / "dead-letters")),

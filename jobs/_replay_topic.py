@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
+from streamagents.jobs._yaml_source import expand_env
 from streamagents.jobs.cluster import free_port
 from streamagents.jobs.spec import SpecError, load_spec
 
@@ -74,7 +75,7 @@ def add_topic_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a Kafka consumer property, e.g. security.protocol=SASL_SSL (repeatable; "
-        "without --log-spec)",
+        "without --log-spec); ${NAME} in VALUE is read from the environment",
     )
 
 
@@ -104,7 +105,10 @@ def log_topic(args: argparse.Namespace) -> LogTopic | None:
         name, equals, value = item.partition("=")
         if not equals or not name.strip():
             raise LogTopicError(f"--kafka-property takes KEY=VALUE, not {name.strip()!r}...")
-        properties[name.strip()] = value
+        try:  # a password is given as ${NAME}, so it is not on the command line
+            properties[name.strip()] = expand_env(value)
+        except ValueError as exc:
+            raise LogTopicError(f"--kafka-property {name.strip()}: {exc}") from None
     return LogTopic(args.log_topic, args.bootstrap_servers.strip(), properties, _cached_jar(), None)
 
 

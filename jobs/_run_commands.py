@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from streamagents.connectors.eventlog import finalize_in_progress
+from streamagents.connectors.mcp_servers import McpHttp
 from streamagents.connectors.providers import adapter_module
 from streamagents.jobs._job_stop import StopError, finish_when_answered, stop_with_savepoint
 from streamagents.jobs._local_jvm import start_in_background, warm_task_python
@@ -49,6 +50,7 @@ from streamagents.jobs.cluster import (
 from streamagents.jobs.graph import bounded_input
 from streamagents.jobs.spec import JobSpec, LoadedSpec, SpecError, check_runnable, load_spec
 from streamagents.operators.agent.config import ModelSpec, TelemetryConfig
+from streamagents.serde.safe_text import redact_secrets
 
 if TYPE_CHECKING:
     from pyflink.common import Configuration
@@ -141,24 +143,54 @@ def _validate(args: argparse.Namespace) -> int:
         return 2
     spec = loaded.spec
     source = spec.source.files.path if spec.source.files else f"kafka {spec.source.kafka.topics}"
-    print(f"{loaded.path}: valid")
-    print(f"  job        {spec.name} (parallelism {spec.parallelism})")
-    print(f"  source     {source}")
-    print(f"  key        {spec.key}")
-    print(f"  model      {_describe_model(loaded)}")
     tools = [
         t.ref + (" (approval required)" * (t.approval == "required")) for t in spec.agent.tools
     ]
-    print(f"  tools      {', '.join(tools) or 'none'}")
-    print(f"  outputs    {spec.sinks.outputs.describe()}")
-    print(f"  dead       {spec.sinks.dead_letters.describe()}")
+    lines = [
+        f"{loaded.path}: valid",
+        f"  job        {spec.name} (parallelism {spec.parallelism})",
+        f"  source     {source}",
+        f"  key        {spec.key}",
+        f"  model      {_describe_model(loaded)}",
+        f"  tools      {', '.join(tools) or 'none'}",
+        f"  outputs    {spec.sinks.outputs.describe()}",
+        f"  dead       {spec.sinks.dead_letters.describe()}",
+    ]
     if spec.sinks.approval_requests is not None:
-        print(f"  approvals  requests to {spec.sinks.approval_requests.describe()}")
+        lines.append(f"  approvals  requests to {spec.sinks.approval_requests.describe()}")
     if spec.event_log is not None:
-        print(f"  event log  {spec.event_log.describe()} ({spec.event_log.level})")
+        lines.append(f"  event log  {spec.event_log.describe()} ({spec.event_log.level})")
     if loaded.telemetry is not None:
-        print(f"  telemetry  {_describe_telemetry(loaded.telemetry)}")
+        lines.append(f"  telemetry  {_describe_telemetry(loaded.telemetry)}")
+    # A path or URL may hold an ${ENV} value or a password of its own: neither is shown.
+    print(redact_secrets(loaded.redact("\n".join(lines))))
+    for warning in _cleartext_credentials(loaded):
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
+
+
+def _cleartext_credentials(loaded: LoadedSpec) -> list[str]:
+    """What sends credentials (headers, or a URL's user info) over plain `http://` to a
+    host other than this machine, where anyone on the path can read them."""
+    found = [
+        (f"MCP server {server.name!r}", server.transport.url, bool(server.transport.headers))
+        for server in loaded.spec.agent.mcp_servers
+        if isinstance(server.transport, McpHttp)
+    ]
+    if loaded.telemetry is not None:
+        telemetry = loaded.telemetry
+        found.append(("telemetry", telemetry.otlp_endpoint, bool(telemetry.headers)))
+    warnings = []
+    for what, url, has_headers in found:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        loopback = host == "localhost" or host == "::1" or host.startswith("127.")
+        if parts.scheme == "http" and not loopback and (has_headers or parts.username):
+            warnings.append(
+                f"{what} sends credentials over plain http to {host}: use https, or a "
+                "collector or server on this machine"
+            )
+    return warnings
 
 
 def _describe_telemetry(telemetry: TelemetryConfig) -> str:
@@ -334,7 +366,7 @@ def _run(args: argparse.Namespace) -> int:
         # job stopped with a savepoint or cancelled leaves its event-log files in progress;
         # the job is over and no writer is left, so give them their finished names now.
         finalize_in_progress(spec.event_log.path)
-    print(summary(spec, state, time.monotonic() - started, last))
+    print(redact_secrets(loaded.redact(summary(spec, state, time.monotonic() - started, last))))
     if demo:
         print("  model         DEMO - answers came from a scripted test double, not an LLM")
     if state in ("CANCELED", "FAILED"):
@@ -487,7 +519,9 @@ def _follow(rest_address: str, job_id: str, loaded: LoadedSpec, final_savepoints
         _end_when_answered(rest_address, job_id, final_savepoints, done)
     last = _watch(rest_address, job_id, 2.0, done, loaded)
     state = states[-1] or "UNKNOWN"
-    print(summary(loaded.spec, state, time.monotonic() - started, last))
+    print(
+        redact_secrets(loaded.redact(summary(loaded.spec, state, time.monotonic() - started, last)))
+    )
     return 0 if state == "FINISHED" else 1
 
 

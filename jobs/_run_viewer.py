@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from streamagents.connectors.media import MediaStore, store_root_of
+from streamagents.connectors.media import MediaStore
 from streamagents.operators.telemetry.log_runs import runs_in_order
 from streamagents.serde.chat import ServerToolEvidence
 from streamagents.serde.event_payloads import (
@@ -102,8 +102,10 @@ class MediaSource:
     written: dict[str, str] = field(default_factory=dict)
     _stores: dict[str, MediaStore | None] = field(default_factory=dict)
 
-    def _store(self, ref: MediaRef) -> MediaStore | None:
-        root = self.store_root if self.store_root is not None else store_root_of(ref)
+    def _store(self) -> MediaStore | None:
+        """The store given (`--media`), opened once; None when none was given or it cannot
+        be opened. Never the store a ref names: a logged ref is not trusted to pick one."""
+        root = self.store_root
         if root is None:
             return None
         if root not in self._stores:
@@ -117,7 +119,7 @@ class MediaSource:
         """A URL for the page (data URI or a file beside it), or None if the store lacks it."""
         if ref.sha256 in self.written:
             return self.written[ref.sha256]
-        store = self._store(ref)
+        store = self._store()
         try:
             data = store.get(ref) if store is not None else None
         except Exception:  # missing, corrupt or unreachable: the page shows a placeholder

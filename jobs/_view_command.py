@@ -25,7 +25,8 @@ def register_view(commands: argparse._SubParsersAction) -> None:
     view.add_argument(
         "--media",
         metavar="ROOT",
-        help="The media store root (path or URI); default: where each ref says it was stored.",
+        help="The media store root (path or URI) to show media from; without it none are "
+        "shown (the store a logged ref names is never read).",
     )
     view.add_argument("--run", metavar="RUN_ID", help="Show only this run.")
     view.add_argument("--key", help="Show only the runs of this key.")

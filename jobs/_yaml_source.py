@@ -27,6 +27,7 @@ __all__ = [
     "SourceMap",
     "YamlRuleError",
     "YamlSyntaxError",
+    "expand_env",
     "load_yaml",
 ]
 
@@ -200,6 +201,18 @@ def load_yaml(text: str, environ: Mapping[str, str] | None = None) -> LoadedYaml
     if node is not None:
         result.data = _convert(node, (), result, env, yaml.SafeLoader(""))
     return result
+
+
+def expand_env(value: str, environ: Mapping[str, str] | None = None) -> str:
+    """`value` with each `${NAME}` / `${NAME:-default}` filled in from the environment, as a
+    spec's values are (for command-line options that may carry secrets: `--header`,
+    `--kafka-property`); a variable that is not set and has no default is a `ValueError`."""
+    loaded = LoadedYaml(None, SourceMap())
+    expanded = _substitute(value, (), loaded, os.environ if environ is None else environ)
+    if loaded.missing:
+        names = ", ".join(name for names in loaded.missing.values() for name in names)
+        raise ValueError(f"{names} is not set")
+    return expanded
 
 
 def _refuse(node: yaml.Node, path: FieldPath, message: str) -> YamlRuleError:

@@ -119,6 +119,7 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec, *, replay: bool = False) 
         model=model,
         key_field=spec.key,
         media_store=spec.media_store,
+        input_media=spec.source.media,
         event_log_level=spec.event_log.level if spec.event_log is not None else "off",
         telemetry=loaded.telemetry,
         replay=replay,

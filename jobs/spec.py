@@ -53,6 +53,7 @@ from streamagents.operators.agent.config import (
     BuiltinTools,
     ContextCacheConfig,
     FallbackModel,
+    InputMedia,
     ModelSpec,
     OtlpEndpoint,
     SampleRatio,
@@ -189,6 +190,11 @@ class SourceSpec(_SpecModel):
 
     files: FilesSourceSpec | None = Field(default=None, description="JSONL files.")
     kafka: KafkaSourceSpec | None = Field(default=None, description="A Kafka topic.")
+    media: InputMedia = Field(
+        default_factory=InputMedia,
+        description="Where its lines' media may come from: no media-store refs, https URLs "
+        "of any host unless said otherwise (inputs are untrusted).",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SourceSpec:

@@ -22,7 +22,7 @@ from typing import Any
 import fastavro
 
 from streamagents.connectors.eventlog import default_codec
-from streamagents.connectors.media import MediaStore, store_root_of
+from streamagents.connectors.media import MediaStore
 from streamagents.jobs._eventlog_topic import OFFLOADED_EVENT
 from streamagents.serde import avro_single_object
 from streamagents.serde.avro import LATEST_VERSION, LogLevel, parsed_schema, to_record
@@ -88,7 +88,8 @@ def write_topic_log(
     messages: Iterable[TopicMessage], directory: Path, media_root: str | None = None
 ) -> TopicLog:
     """Write the events of `messages` to one event-log file in `directory`; bounded messages'
-    whole events are read from the store at `media_root` (default: where each ref says)."""
+    whole events are read from the store at `media_root` (none: those runs are unreadable;
+    the store a message's ref names is never opened)."""
     directory.mkdir(parents=True, exist_ok=True)
     log = TopicLog(directory / LOG_FILE)
     stores: dict[str, MediaStore] = {}
@@ -140,9 +141,9 @@ def _whole_event(
 ) -> dict[str, Any]:
     """The record of the whole event stored under a bounded message's ref."""
     ref = MediaRef.model_validate_json(ref_json)
-    root = media_root if media_root is not None else store_root_of(ref)
+    root = media_root  # never the store the ref names: a topic's message is not trusted
     if root is None:
-        raise LookupError(f"the ref names no reachable store ({ref.uri}); name it with --media")
+        raise LookupError("no media store was given to read it from; name it with --media")
     if root not in stores:
         stores[root] = MediaStore(root, verify_existing="size")
     event = AgentEvent.model_validate_json(stores[root].get(ref))

@@ -3,13 +3,14 @@
 One place for the three rules every error path follows: `clip` bounds a reason's length,
 `scrub` removes known secrets and long base64 runs (inline media a server echoed back)
 from provider messages, and `redact_secrets` replaces anything shaped like an API key,
-bearer token or password, which the event log applies to every text it keeps.
+token, password, private key or a URL's user info, which every kept or printed text passes.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = [
     "REASON_LIMIT",
@@ -18,6 +19,7 @@ __all__ = [
     "is_credential_name",
     "redact_secrets",
     "scrub",
+    "url_secrets",
 ]
 
 REASON_LIMIT = 1000
@@ -28,21 +30,38 @@ SUBSTRING_SECRET_CHARS = 16
 """Secrets this long are scrubbed even inside a longer token; shorter ones as whole tokens."""
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{48,}={0,2}")
 
-# Secrets that must never reach a log: Google and OpenAI style API keys, bearer tokens and
-# `name: value` / `name=value` pairs whose name says they are credentials (api key, access
-# or auth token, secret, password, x-goog-api-key, ...; not any word ending in "key"). The
-# name is kept, the value goes. A quoted value (JSON, Python, headers) is replaced inside its
-# quotes whatever its length, so JSON stays valid JSON; a bare value needs 12 characters.
+# Secrets that must never reach a log. Some are known by their own shape: Google and OpenAI
+# style API keys, AWS access key ids, GitHub, Slack and JSON Web tokens, PEM private keys,
+# the value of a Bearer or Basic authorization, the user info of a URL (`scheme://user:
+# password@host`, of which only `scheme://` is kept). Others by their name: `name: value` /
+# `name=value` pairs whose name says they are credentials (api key, access or auth token,
+# secret, password, x-goog-api-key, ...; not any word ending in "key"), and a URL's query
+# parameters that carry a key, token or signature. The name is kept, the value goes. A
+# quoted value (JSON, Python, headers) is replaced inside its quotes whatever its length,
+# so JSON stays valid JSON; a bare value needs 12 characters.
 _NAME = (
     r"[A-Za-z0-9_-]{0,40}?(?:api[_ -]?key|access[_ -]?token|auth[_-]?token|refresh[_-]?token"
-    r"|secret(?:[_-]?key)?|password|passwd)"
+    r"|secret(?:[_-]?access)?(?:[_-]?key)?|password|passwd)"
+)
+_QUERY_NAME = (
+    r"(?<=[?&])(?i:key|token|sig|signature|x-amz-signature|x-amz-credential"
+    r"|x-amz-security-token|x-goog-signature|x-goog-credential)"
 )
 _CREDENTIAL_NAME = re.compile(rf"(?i:{_NAME})")
 _SECRET = re.compile(
     r"AIza[0-9A-Za-z_\-]{30,}"
     r"|\bsk-[A-Za-z0-9_\-]{16,}"
-    r"|(?i:\bbearer\s+)[A-Za-z0-9._~+/\-]{12,}=*"
-    rf"|(?P<name>\b(?i:{_NAME})|(?<=[?&])key)"  # or a URL's ?key= (Google API keys)
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"
+    r"|\bgithub_pat_[A-Za-z0-9_]{20,}"
+    r"|\bxox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
+    # a PEM key to its END line, or (cut short) to the end of its quoted string
+    r"|-----BEGIN[A-Z ]*PRIVATE KEY-----[^\"']*?(?:-----END[A-Z ]*PRIVATE KEY-----|(?=\\?[\"'])|\Z)"
+    r"|(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@?#\"'\\]+@"
+    r"|(?P<bearer>(?i:\bbearer\s+))[A-Za-z0-9._~+/\-]{12,}=*"
+    r"|(?P<basic>(?i:\bbasic\s+))(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{12,}=*"
+    rf"|(?P<name>\b(?i:{_NAME})|{_QUERY_NAME})"
     r"(?P<sep>(?:\\?[\"'])?\s*[=:]\s*)"
     r"(?:"
     r"\"(?P<dq>(?:\\.|[^\"\\\n])+)\""  # "value" (JSON): escapes kept inside
@@ -51,6 +70,12 @@ _SECRET = re.compile(
     r"|(?P<bare>[A-Za-z0-9._~+/\-]{12,}=*)"
     r")"
 )
+_HINTS = (
+    *("aiza", "sk-", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    *("xox", "eyj", "private key", "://", "bearer", "basic", "token", "passwd", "secret"),
+    *("password", "?key", "&key", "sig", "credential"),
+)
+"""What a text holds when any secret pattern could match (a cheap first look)."""
 _REDACTED = "[REDACTED]"
 _API_KEY_HINT = re.compile(r"api[_ -]?key")
 """What a credential name with "key" in it holds (a JSON field named `key` does not)."""
@@ -82,9 +107,13 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 
 def _redact_match(match: re.Match[str]) -> str:
+    if match.group("scheme") is not None:  # a URL's user info
+        return match.group("scheme") + _REDACTED + "@"
+    for word in ("bearer", "basic"):  # a Bearer or Basic authorization
+        if match.group(word) is not None:
+            return match.group(word) + _REDACTED
     if match.group("name") is None:  # a key or token recognised by its own shape
-        found = match.group(0)
-        return found[:6] + " " + _REDACTED if found[:6].lower() == "bearer" else _REDACTED
+        return _REDACTED
     lead = match.group("name") + match.group("sep")
     for group, quote in (("dq", '"'), ("sq", "'"), ("eq", '\\"')):
         if match.group(group) is not None:
@@ -103,17 +132,20 @@ def is_credential_name(name: str) -> bool:
 def redact_secrets(text: str) -> str:
     """`text` with anything that looks like an API key, bearer token or password replaced."""
     lowered = text.lower()
-    if (  # a cheap first look: every secret pattern contains one of these
-        "aiza" in lowered
-        or "sk-" in lowered
-        or "bearer" in lowered
-        or "token" in lowered
-        or "passwd" in lowered
-        or "secret" in lowered
-        or "password" in lowered
-        or _API_KEY_HINT.search(lowered) is not None  # api key, api_key, apikey, api-key
-        or "?key" in lowered
-        or "&key" in lowered
-    ):
+    if any(hint in lowered for hint in _HINTS) or _API_KEY_HINT.search(lowered) is not None:
         return _SECRET.sub(_redact_match, text)
     return text
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The credentials a URL carries, for `scrub`: its user name and password (as written
+    and decoded) and the value of every query parameter."""
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+        found = [parts.username, parts.password]
+    except ValueError:  # a malformed port or host: nothing can be read from it
+        return []
+    found += [value for _, value in parse_qsl(parts.query, keep_blank_values=False)]
+    return [piece for value in found if value for piece in {value, unquote(value)}]

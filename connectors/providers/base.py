@@ -57,7 +57,7 @@ from streamagents.connectors.providers.token_estimate import (
 )
 from streamagents.serde.chat import ChatResponse, RetryAttempt, ToolSpec
 from streamagents.serde.messages import ChatMessage, MediaPart
-from streamagents.serde.safe_text import scrub
+from streamagents.serde.safe_text import scrub, url_secrets
 
 __all__ = [
     "TRANSPORTS",
@@ -165,6 +165,11 @@ class ModelOptions:
         object.__setattr__(self, "retry", _retry_setting("retry", RetryPolicy, self.retry))
         budget = _retry_setting("retry_budget", RetryBudget, self.retry_budget)
         object.__setattr__(self, "retry_budget", budget)
+
+    def secret_values(self) -> list[str]:
+        """Every credential these options hold (the API key, the base URL's user info and
+        query values), which no error text may carry."""
+        return [value for value in (self.api_key, *url_secrets(self.base_url)) if value]
 
     @classmethod
     def from_keywords(cls: type[OptionsT], owner: str, options: Mapping[str, Any]) -> OptionsT:
@@ -395,12 +400,13 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
         self, status: int | None, code: str | None, message: str, headers: Mapping[str, str]
     ) -> ProviderError:
         """The error for an HTTP error reply: status table, scrubbed message and code (a
-        server may echo anything in either), Retry-After."""
+        server may echo anything in either: every credential of the options goes), Retry-After."""
+        secrets = self.options.secret_values()
         return error_for_status(
             status,
-            scrub(message, [self.api_key]),
+            scrub(message, secrets),
             provider=self.provider,
-            code=None if code is None else scrub(code, [self.api_key]),
+            code=None if code is None else scrub(code, secrets),
             retry_after=parse_retry_after(headers),
         )
 

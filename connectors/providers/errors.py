@@ -3,14 +3,16 @@
 Every adapter maps its SDK's exceptions onto these classes, keeping the provider's HTTP
 status, error code and message; `error_for_status` is the one status table both
 families use, and `reject_silent_empty` the one empty-reply rule all wires apply.
-Messages and error codes pass through `serde.safe_text.scrub`, which removes the API key
-and any long base64 run (inline media echoed by a server), so an error can be logged,
-dead-lettered or stored in an event without leaking either.
+Messages and error codes pass through `serde.safe_text.scrub`, which removes the model's
+credentials and any long base64 run (inline media echoed by a server), and every message
+through `redact_secrets` here, so an error can be logged, dead-lettered or stored in an
+event without leaking either.
 """
 
 from __future__ import annotations
 
 from streamagents.serde.chat import RetryAttempt
+from streamagents.serde.safe_text import redact_secrets
 
 __all__ = [
     "BadRequest",
@@ -47,7 +49,7 @@ class ProviderError(Exception):
         code: str | None = None,
         retry_after: float | None = None,
     ) -> None:
-        self.message = message
+        self.message = redact_secrets(message)
         self.provider = provider
         self.status = status
         self.code = code

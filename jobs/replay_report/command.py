@@ -68,7 +68,8 @@ def add_report_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--media",
         metavar="ROOT",
-        help="The media store root (path or URI); default: where each ref says it was stored.",
+        help="The media store root (path or URI) to show media from; without it none are "
+        "shown (the store a logged ref names is never read).",
     )
     command.add_argument(
         "--embed-limit-mb",

@@ -94,7 +94,8 @@ def write_report(
     embed_limit_bytes: int = EMBED_LIMIT_BYTES,
 ) -> Report:
     """Write `comparison.jsonl`, `summary.json` (with the gates checked and failed) and
-    `report.html` into `out_dir`; media come from the store each ref names, or `media_root`."""
+    `report.html` into `out_dir`; media come from the store at `media_root` only (None: no
+    media are shown)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(comparison)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -35,6 +36,7 @@ __all__ = [
     "FallbackModel",
     "FollowupConfig",
     "InputLimits",
+    "InputMedia",
     "MemoryConfig",
     "ModelLimits",
     "ModelSpec",
@@ -412,6 +414,62 @@ class InputLimits(BaseModel):
         description="Most nesting levels of objects and lists in a line (the line itself is "
         "level 1); at most 256, so every later step stays far within Python's recursion limit.",
     )
+
+
+class InputMedia(BaseModel):
+    """Where an input line's media may come from. Inputs are untrusted: by default a line
+    may carry inline bytes and `https` URLs, but no ref into the media store (the store is
+    shared by every input of the job, so a ref by digest would let one customer read
+    another's media) and no URL the provider would read with the job's own credentials
+    (`gs://` on Vertex AI, say) or that points inside the network."""
+
+    model_config = _MODEL_CONFIG
+
+    store_refs: bool = Field(
+        default=False,
+        description="Accept `ref` parts (objects of the media store named by digest): only for "
+        "a source whose every writer may read every object in the store.",
+    )
+    url_schemes: tuple[str, ...] = Field(
+        default=("https",),
+        description="The URL schemes a `url` part may use (lowercase), e.g. https, gs.",
+    )
+    url_hosts: tuple[str, ...] = Field(
+        default=(),
+        description="The hosts a `url` part may name: `example.com`, or `*.example.com` for "
+        "its subdomains; empty: any host.",
+    )
+
+    def refusal(self, source: str, url: str | None) -> str | None:
+        """Why a part with this source (`data`, `url` or `ref`) may not be used, or None."""
+        if source == "ref":
+            if self.store_refs:
+                return None
+            return (
+                "media store refs are not accepted from this source (inputs are untrusted; "
+                "declare the source's media store_refs: true only if it is trusted)"
+            )
+        if source != "url" or url is None:
+            return None
+        try:
+            parts = urlsplit(url)
+        except ValueError:  # a malformed host (an unclosed IPv6 bracket)
+            return "url cannot be read"
+        scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+        if scheme not in self.url_schemes:
+            allowed = ", ".join(self.url_schemes) or "none"
+            return f"url scheme {scheme!r} is not allowed (allowed schemes: {allowed})"
+        if self.url_hosts and not any(_host_matches(host, rule) for rule in self.url_hosts):
+            return f"url host {host!r} is not among the allowed hosts"
+        return None
+
+
+def _host_matches(host: str, rule: str) -> bool:
+    """Whether `host` is the host `rule` names, or (`*.domain`) one of its subdomains."""
+    rule = rule.lower()
+    if rule.startswith("*."):
+        return host.endswith(rule[1:]) and len(host) > len(rule) - 1
+    return host == rule
 
 
 class BuiltinTools(BaseModel):
@@ -799,6 +857,10 @@ class AgentConfig(AgentSettings):
     model: ModelSpec = Field(description="The chat model.")
     key_field: str = Field(default="key", description="Dotted path of the key in an input.")
     media_store: str = Field(default="media", description="Media store root: path or URI.")
+    input_media: InputMedia = Field(
+        default_factory=InputMedia,
+        description="Where an input line's media may come from (the source's `media`).",
+    )
     event_log_level: str = Field(
         default="standard", description='Event log level: "off", "standard" or "verbose".'
     )

@@ -2,7 +2,8 @@
 
 Each is a typed, frozen model that a `Step` carries; `to_json()` is its one serialisation,
 called where the record is emitted. The JSON is the format users read (fields in this
-order, `ensure_ascii=False`), so it must not change.
+order, `ensure_ascii=False`), so it must not change; anything in it shaped like a secret
+(a model that repeats a tool's token, an input that holds a password) is redacted there.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.serde.chat import AnsweredBy, TokenUsage
 from streamagents.serde.messages import MediaRef, Part
+from streamagents.serde.safe_text import redact_secrets
 
 __all__ = ["ApprovalRequest", "DeadLetter", "OutputRecord", "dead_letter_record"]
 
@@ -25,8 +27,9 @@ class _EmittedRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     def to_json(self) -> str:
-        """The record as emitted: its fields in order, non-ASCII text kept as is."""
-        return json.dumps(self.model_dump(), ensure_ascii=False)
+        """The record as emitted: its fields in order, non-ASCII text kept as is, secrets
+        redacted."""
+        return redact_secrets(json.dumps(self.model_dump(), ensure_ascii=False))
 
 
 class OutputRecord(_EmittedRecord):
@@ -112,8 +115,8 @@ class DeadLetter(_EmittedRecord):
         )
 
     def to_json(self) -> str:
-        """The record as emitted (`offloaded` only when set); a lone surrogate in the input
-        as received is escaped."""
+        """The record as emitted (`offloaded` only when set), secrets redacted; a lone
+        surrogate in the input as received is escaped."""
         letter = self.model_dump(exclude={"offloaded"})
         if self.offloaded is not None:
             letter["offloaded"] = {
@@ -126,7 +129,7 @@ class DeadLetter(_EmittedRecord):
                 text.encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate in the line as received: escape it
                 text = json.dumps(letter)
-        return text
+        return redact_secrets(text)
 
 
 class ApprovalRequest(_EmittedRecord):

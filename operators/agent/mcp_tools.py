@@ -21,10 +21,15 @@ from streamagents.connectors.mcp_content import result_parts
 from streamagents.connectors.mcp_servers import McpServer, mcp_tool_name
 from streamagents.connectors.mcp_session import McpSessions
 from streamagents.connectors.media import MediaStore
-from streamagents.operators.agent.tools import Tool, ToolRegistry, provider_schema
+from streamagents.operators.agent.tools import (
+    DEFAULT_MAX_RESULT_BYTES,
+    Tool,
+    ToolRegistry,
+    provider_schema,
+)
 from streamagents.serde.chat import ToolSpec
 
-__all__ = ["McpTool", "add_mcp_tools"]
+__all__ = ["McpTool", "add_mcp_tools", "offered_tool"]
 
 _log = logging.getLogger(__name__)
 
@@ -42,16 +47,17 @@ class _RemoteCall:
     tool: str
     timeout_s: float
     store: MediaStore = field(repr=False)
+    max_result_bytes: int
 
     async def __call__(self, arguments: dict[str, Any]) -> list[Any]:
         """The tool's result as parts; an error result raises (see `McpToolError`)."""
-        store = self.store
+        store, limit = self.store, self.max_result_bytes
         future = self.sessions.call(
             self.server,
             self.tool,
             arguments,
             self.timeout_s,
-            lambda result: result_parts(result, store),
+            lambda result: result_parts(result, store, limit),
         )
         return await asyncio.wrap_future(future)
 
@@ -74,20 +80,33 @@ class McpTool(Tool):
         return {"mcp_server": self.server, "mcp_tool": self.remote_name}
 
 
-def _tool(
-    spec: McpServer, listed: Any, sessions: McpSessions, store: MediaStore, timeout_s: float
+def offered_tool(
+    spec: McpServer,
+    listed: Any,
+    sessions: McpSessions,
+    store: MediaStore,
+    timeout_s: float,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> McpTool:
-    """The `McpTool` of one listed tool (raises ValueError for a schema or name refused)."""
+    """The `McpTool` of one listed tool; raises ValueError for a name or schema refused,
+    or one over the server's caps (`max_schema_bytes`, `max_description_chars`): what a
+    tool server declares goes out with every request, so it is bounded."""
     name = mcp_tool_name(spec.name, listed.name)
-    parameters = provider_schema(listed.input_schema or {"type": "object"})
     description = listed.description or listed.title or ""
+    if len(description) > spec.max_description_chars:
+        raise ValueError(
+            f"its description of {len(description)} characters is over "
+            f"max_description_chars={spec.max_description_chars}"
+        )
+    schema = listed.input_schema or {"type": "object"}
+    parameters = provider_schema(schema, max_bytes=spec.max_schema_bytes)
     ToolSpec(name=name, description=description, parameters=parameters)  # validates the name
     call_timeout = min(spec.call_timeout_s or timeout_s, timeout_s)
     return McpTool(
         name=name,
         description=description,
         parameters=parameters,
-        func=_RemoteCall(sessions, spec.name, listed.name, call_timeout, store),
+        func=_RemoteCall(sessions, spec.name, listed.name, call_timeout, store, max_result_bytes),
         arguments_model=_AnyArguments,
         argument_names=("arguments",),
         requires_approval=spec.needs_approval(listed.name),
@@ -110,7 +129,9 @@ def add_mcp_tools(
             if not spec.allows(remote.name):
                 continue
             try:
-                tool = _tool(spec, remote, sessions, store, registry.timeout_s)
+                tool = offered_tool(
+                    spec, remote, sessions, store, registry.timeout_s, registry.max_result_bytes
+                )
             except ValueError as exc:
                 _log.warning("MCP server %r: tool %r not offered: %s", spec.name, remote.name, exc)
                 continue

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from streamagents.connectors.media import MediaStore
-from streamagents.operators.agent.config import InputLimits
+from streamagents.operators.agent.config import InputLimits, InputMedia
 from streamagents.operators.agent.followups import is_followup_line
 from streamagents.operators.agent.replay import (
     REPLAY_OF_FIELD,
@@ -35,6 +35,7 @@ __all__ = [
     "ErrorInfo",
     "InputError",
     "InputRecord",
+    "check_media_sources",
     "decode_line",
     "key_of",
     "not_a_followup",
@@ -311,6 +312,15 @@ def parse_input(
         replay_of=replay_of,
         recorded_tools=recorded_tools,
     )
+
+
+def check_media_sources(record: InputRecord, allowed: InputMedia) -> None:
+    """Refuse a record whose media point where its source may not point (`InputMedia`):
+    raises `InputError` (`MediaSourceRefused`) naming the part and the rule."""
+    for index, part in enumerate(record.message.media):
+        refusal = allowed.refusal(part.source, part.url)
+        if refusal is not None:
+            raise InputError(f"part {index}: {refusal}", "MediaSourceRefused")
 
 
 def _replay_fields(obj: dict[str, Any]) -> tuple[str | None, list[RecordedToolCall]]:

@@ -188,7 +188,8 @@ class AgentRuntime:
             digests = ", ".join(ref.sha256 for ref in missing)
             error = ErrorInfo(
                 type="MediaNotFound",
-                message=f"the media store {self.store.root!r} has no object for ref(s) {digests}",
+                message=f"the media store {self.store.shown_root!r} has no object for "
+                f"ref(s) {digests}",
             )
             return fail(run, error, dead_letter=True)
         run.data["messages"].append(message)

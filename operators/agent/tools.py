@@ -27,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, get_type_hints
@@ -160,10 +162,20 @@ def _clean_schema(node: Any) -> Any:
     return cleaned
 
 
-def _inline_refs(node: Any, defs: dict[str, Any], seen: tuple[str, ...] = ()) -> Any:
-    """Replace local `$ref`s by the definitions they name, for providers without `$ref`."""
+class _SchemaTooLarge(ValueError):
+    """Inlining a schema's `$ref`s built more nodes than its size cap allows."""
+
+
+def _inline_refs(
+    node: Any, defs: dict[str, Any], budget: list[int], seen: tuple[str, ...] = ()
+) -> Any:
+    """Replace local `$ref`s by the definitions they name, for providers without `$ref`;
+    each node built spends one of `budget[0]` (a ValueError when none is left)."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _SchemaTooLarge
     if isinstance(node, list):
-        return [_inline_refs(item, defs, seen) for item in node]
+        return [_inline_refs(item, defs, budget, seen) for item in node]
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref")
@@ -171,19 +183,29 @@ def _inline_refs(node: Any, defs: dict[str, Any], seen: tuple[str, ...] = ()) ->
         name = ref[len("#/$defs/") :]
         if name in seen:
             raise ValueError(f"recursive type {name!r} cannot be used as a tool parameter")
-        target = _inline_refs(defs[name], defs, (*seen, name))
+        target = _inline_refs(defs[name], defs, budget, (*seen, name))
         extra = {k: v for k, v in node.items() if k != "$ref"}
         return {**target, **extra}
-    return {k: _inline_refs(v, defs, seen) for k, v in node.items() if k != "$defs"}
+    return {k: _inline_refs(v, defs, budget, seen) for k, v in node.items() if k != "$defs"}
 
 
-def provider_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def provider_schema(schema: dict[str, Any], max_bytes: int | None = None) -> dict[str, Any]:
     """A JSON schema as every provider takes it: local `$ref`s inlined, pydantic titles
-    dropped, `properties` present (raises ValueError for a recursive type)."""
+    dropped, `properties` present (raises ValueError for a recursive type, and for one
+    whose inlined JSON would be over `max_bytes`: inlining stops as soon as it has built
+    more nodes than that, each being at least a byte, so a small schema of nested `$ref`s
+    never grows in memory)."""
     schema = dict(schema)
     defs = schema.pop("$defs", {})
-    cleaned = _clean_schema(_inline_refs(schema, defs))
+    budget = [max_bytes if max_bytes is not None else sys.maxsize]
+    too_large = f"the schema inlines to more than {max_bytes} bytes"
+    try:
+        cleaned = _clean_schema(_inline_refs(schema, defs, budget))
+    except _SchemaTooLarge:
+        raise ValueError(too_large) from None
     cleaned.setdefault("properties", {})
+    if max_bytes is not None and len(json.dumps(cleaned)) > max_bytes:
+        raise ValueError(too_large)
     return cleaned
 
 

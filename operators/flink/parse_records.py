@@ -9,7 +9,10 @@ approvals source a `NotADecision` one, and with `decisions.secret` a decision wi
 valid signature a `BadSignature` one. No input line goes on looking like the engine's own
 follow-up lines (see `not_a_followup`).
 
-A line that cannot become a run goes to the dead-letter side output with the reason and
+An input's media may point only where its source allows (`InputMedia`: by default no
+media-store ref, only https URLs); this is checked here, before the step's own offload
+turns large inline media into refs. A line that cannot become a run goes to the
+dead-letter side output with the reason and
 the raw line (a Kafka record value that is not UTF-8: the line decoded with replacement
 characters, and its exact bytes in the media store, under `offloaded.input`); a good one
 goes on as `(key, line)`, its inline media above the offload threshold already in the
@@ -34,6 +37,7 @@ from streamagents.operators.agent.records import (
     ErrorInfo,
     InputError,
     InputRecord,
+    check_media_sources,
     not_a_followup,
     offload_input,
 )
@@ -62,6 +66,7 @@ class ParseRecords(ProcessFunction):
         self._secret = config.decisions.secret
         self._key_field = config.key_field
         self._limits = config.input_limits
+        self._media_sources = config.input_media
         self._media_root = config.media_store
         self._threshold = config.offload_threshold_bytes
 
@@ -125,6 +130,8 @@ class ParseRecords(ProcessFunction):
                 )
             secret = None if self._secret is None else self._secret.get_secret_value()
             record = parse_line(value, self._key_field, self._limits, self._takes, secret)
+            if not isinstance(record, tuple):  # where its media point is checked here, once
+                check_media_sources(record, self._media_sources)
         except Exception as error:
             received = value if isinstance(value, str) else repr(type(value))
             yield (

@@ -115,7 +115,8 @@ def test_page_escapes_hostile_text_and_shows_the_images_both_saw(
     logs: dict[str, Path], tmp_path: Path
 ) -> None:
     comparison = compare(load_runs([logs["recorded"]]), load_runs([logs["candidate"]]))
-    write_report(comparison, tmp_path, gates=["new_errors>0"])
+    media = str(logs["recorded"].parent / "media")
+    write_report(comparison, tmp_path, gates=["new_errors>0"], media_root=media)
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert HOSTILE not in page and "<script" not in page.lower()
     assert "Rain &lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page

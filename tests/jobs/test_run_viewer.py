@@ -40,6 +40,8 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleLog:
 
 
 def _view(sample: SampleLog, out: Path, *extra: str) -> str:
+    if "--media" not in extra:
+        extra = (*extra, "--media", str(sample.media_root))
     assert main(["eventlog", "view", str(sample.log_dir), "--out", str(out), *extra]) == 0
     return out.read_text(encoding="utf-8")
 
@@ -89,8 +91,9 @@ def test_filters_and_replayed_steps(sample: SampleLog, tmp_path: Path) -> None:
     page = _view(sample, tmp_path / "alice.html", "--run", "run-alice")
     assert 'data-run="run-bob"' not in page
     events = list(read_events(sample.log_dir, typed=True))
-    once, _ = render_runs(events, MediaSource(tmp_path / "a.html"))
-    twice, _ = render_runs(events + events[2:6], MediaSource(tmp_path / "b.html"))
+    store = str(sample.media_root)
+    once, _ = render_runs(events, MediaSource(tmp_path / "a.html", store))
+    twice, _ = render_runs(events + events[2:6], MediaSource(tmp_path / "b.html", store))
     assert once == twice
 
 

@@ -43,10 +43,10 @@ def _messages(recorded: EngineHarness, media: Path) -> list[TopicMessage]:
     return [TopicMessage(0, offset, value) for offset, value in enumerate(values)]
 
 
-def _copy(tmp_path: Path, media_root: str | None = None) -> tuple[EngineHarness, TopicLog]:
+def _copy(tmp_path: Path) -> tuple[EngineHarness, TopicLog]:
     recorded = record(tmp_path, EchoTestModel(), LINES)
     messages = _messages(recorded, tmp_path / "topic-media")
-    return recorded, write_topic_log(messages, tmp_path / "recorded", media_root)
+    return recorded, write_topic_log(messages, tmp_path / "recorded", str(tmp_path / "topic-media"))
 
 
 def test_a_topic_copy_replays_with_zero_differences_and_the_offloaded_input_whole(

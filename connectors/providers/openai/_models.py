@@ -50,6 +50,10 @@ class OpenAIOptions(ModelOptions):
     default_headers: Mapping[str, str] | None = dataclasses.field(default=None, repr=False)
     """Extra HTTP headers on every call (may carry credentials, so never shown)."""
 
+    def secret_values(self) -> list[str]:
+        """The shared options' credentials and every extra header's value."""
+        return [*super().secret_values(), *(self.default_headers or {}).values()]
+
 
 class OpenAIModel(SDKChatModel[openai.AsyncOpenAI, OpenAIOptions]):
     """An OpenAI (or OpenAI-compatible: vLLM, Ollama, Azure) model reached with `openai`."""
