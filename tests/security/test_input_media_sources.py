@@ -23,7 +23,7 @@ def _parse(store: Path, line: dict[str, Any], media: InputMedia | None = None) -
         media_store=str(store),
         **({} if media is None else {"input_media": media}),
     )
-    function = ParseRecords(config)
+    function = ParseRecords(config, "inputs")
     function.open(None)
     try:
         return list(function.process_element(json.dumps(line), None))
