@@ -40,7 +40,6 @@ from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.fingerprint import config_fingerprint
 from streamagents.operators.agent.followups import TOOL_NAME as FOLLOWUP_TOOL
 from streamagents.operators.agent.followups import Followup, is_followup_line, tool_spec
-from streamagents.operators.agent.memory import history_expired
 from streamagents.operators.agent.model_turn import apply_model_outcome
 from streamagents.operators.agent.records import (
     ErrorInfo,
@@ -121,10 +120,6 @@ class AgentRuntime:
     def parse(self, raw: str) -> InputRecord:
         """Parse an input line with this agent's key field (raises `InputError`)."""
         return parse_input(raw, self.config.key_field, self.config.input_limits)
-
-    def history_expired(self, updated_ms: int | None, now_ms: int) -> bool:
-        """Whether a key's history written at `updated_ms` has outlived the memory TTL."""
-        return history_expired(updated_ms, now_ms, self.config.memory.ttl_seconds)
 
     # -- start -----------------------------------------------------------------------------
 

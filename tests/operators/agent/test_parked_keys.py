@@ -69,11 +69,10 @@ def test_queue_is_the_default_and_separate_run_sets_a_parked_run_aside(tmp_path:
     state = parked_run(tmp_path, T0, parked=True)
     model = ModelSpec(provider="test", model="scripted")
     assert AgentConfig(model=model).while_parked == "queue"
-    assert not goes_aside(AgentConfig(model=model), state)
-    separate = AgentConfig(model=model, while_parked="separate_run")
-    assert goes_aside(separate, state)
+    assert not goes_aside("queue", state)
+    assert goes_aside("separate_run", state)
     ready = parked_run(tmp_path, T0, parked=False)
-    assert not goes_aside(separate, ready)  # only a run that waits for decisions only
+    assert not goes_aside("separate_run", ready)  # only a run that waits for decisions only
 
 
 def test_misconfigured_while_parked_and_bound_are_refused() -> None:

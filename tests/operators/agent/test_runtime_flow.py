@@ -233,12 +233,6 @@ def test_history_without_trimming_has_no_trim_event(tmp_path: Path) -> None:
     assert not [e for e in done.events if e["event_type"] == "memory_trimmed"]
 
 
-def test_history_ttl_helper_uses_the_configured_ttl(tmp_path: Path) -> None:
-    runtime = make_runtime(tmp_path, memory=MemoryConfig(ttl_seconds=60))
-    assert not runtime.history_expired(0, 59_999)
-    assert runtime.history_expired(0, 60_000)
-
-
 def test_event_log_off_emits_no_events_but_the_output(tmp_path: Path) -> None:
     done = drive(
         make_runtime(tmp_path, answer("x"), event_log_level="off"), '{"key":"k","text":"t"}'
