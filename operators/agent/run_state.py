@@ -9,6 +9,7 @@ pydantic models that round-trip through JSON.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -156,6 +157,11 @@ class RunState(BaseModel):
         """When the run's `run_timeout_s` started counting: its start, moved on by the time
         it spent parked."""
         return self.started_ms + self.parked_ms
+
+    def deadline_ms(self, run_timeout_s: float) -> int:
+        """The first millisecond at which the run has used its whole `run_timeout_s`, the
+        time it spent parked not counted: the one rule for a run's deadline."""
+        return self.timeout_base_ms + math.ceil(run_timeout_s * 1000)
 
     @property
     def parked(self) -> bool:

@@ -300,7 +300,7 @@ class AgentRuntime:
         `Outcome.error`. Changes nothing, so it may be issued again for the same state."""
         pending = state.pending
         started = time.monotonic()
-        deadline_ms = state.timeout_base_ms + self.config.budgets.run_timeout_s * 1000
+        deadline_ms = state.deadline_ms(self.config.budgets.run_timeout_s)
         remaining_s = (deadline_ms - self.clock_ms()) / 1000
         model_turn = isinstance(pending, ModelAction)
         outcome: dict[str, Any] = {
@@ -389,7 +389,7 @@ class AgentRuntime:
         run = RunDraft(self, state, now_ms)
         if outcome.error is not None and outcome.error.type == "RunTimeout":
             return fail(run, timeout_error(self.config), dead_letter=False)
-        if now_ms - state.timeout_base_ms >= self.config.budgets.run_timeout_s * 1000:
+        if now_ms >= state.deadline_ms(self.config.budgets.run_timeout_s):
             return fail(run, timeout_error(self.config), dead_letter=False)
         if isinstance(state.pending, ModelAction):
             return apply_model_outcome(run, state.pending, outcome, history or [])

@@ -90,7 +90,7 @@ class RunDriver:
         self._port = port
         self._clock_s = clock_s
         self._runner = runner
-        self._timeout_ms = int(run_timeout_s * 1000)
+        self._run_timeout_s = run_timeout_s
         self._metrics = metrics
         self._calls: dict[str, Call] = {}
         self._earliest: EarliestTimeout[Call] = EarliestTimeout(self._calls)
@@ -108,11 +108,11 @@ class RunDriver:
 
     def timed_out(self, state: RunState, now_ms: int) -> bool:
         """Whether a run without a live call is past its timeout."""
-        return now_ms >= state.timeout_base_ms + self._timeout_ms
+        return now_ms >= state.deadline_ms(self._run_timeout_s)
 
     def deadline(self, call: Call) -> int:
         """When a call still running is given up (its run's timeout plus a grace period)."""
-        return call.state.timeout_base_ms + self._timeout_ms + TIMEOUT_GRACE_MS
+        return call.state.deadline_ms(self._run_timeout_s) + TIMEOUT_GRACE_MS
 
     def issue(
         self, state: RunState, history: list[ChatMessage], action: Awaitable[Outcome]
@@ -128,7 +128,7 @@ class RunDriver:
         )
         key = self._port.current_key()
         self._calls[key] = call
-        self._earliest.add(key, call, state.timeout_base_ms)
+        self._earliest.add(key, call, state.deadline_ms(self._run_timeout_s))
         self._count()
         return call
 
@@ -169,8 +169,7 @@ class RunDriver:
         if earliest is None:
             timeout_s = 1.0
         else:
-            due = earliest + self._timeout_ms
-            timeout_s = max(0.01, (due + TIMEOUT_GRACE_MS - now_ms) / 1000)
+            timeout_s = max(0.01, (earliest + TIMEOUT_GRACE_MS - now_ms) / 1000)
         if limit_s is not None:
             timeout_s = min(timeout_s, limit_s)
         return self._runner.wait_for_slot(timeout_s)
