@@ -140,9 +140,10 @@ class RunDriver:
         call.poll_at = now_ms + max(1, min(delay, self.deadline(call) - now_ms))
         self._port.register_processing_timer(call.poll_at)
 
-    def looks_at(self, call: Call, timestamp: int, draining: bool) -> bool:
-        """Whether the timer at `timestamp` is the one that looks for `call`."""
-        return (call.drain_at if draining else call.poll_at) == timestamp
+    def looks_at(self, call: Call, timestamp: int, event_time: bool) -> bool:
+        """Whether the timer at `timestamp` (an event-time one: a drain look) is the one that
+        looks for `call`."""
+        return (call.drain_at if event_time else call.poll_at) == timestamp
 
     def take(self, key: str) -> None:
         """The key's call is no longer live (its outcome is being applied, or it was dropped)."""
