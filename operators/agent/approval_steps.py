@@ -5,12 +5,12 @@ letter that says why. `AgentRuntime.decide`, `expire` and `abandon_parked` run t
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from streamagents.operators.agent._run_draft import RunDraft
 from streamagents.operators.agent.approvals import ApprovalDecision, waiting_matches
 from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.records import ErrorInfo
+from streamagents.operators.agent.run_context import RunContext
 from streamagents.operators.agent.run_endings import fail
 from streamagents.operators.agent.run_state import RunState, Step, ToolAction
 from streamagents.operators.agent.tool_turn import call_of, record_results
@@ -18,14 +18,11 @@ from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.messages import ChatMessage
 from streamagents.serde.safe_text import clip
 
-if TYPE_CHECKING:
-    from streamagents.operators.agent.runtime import AgentRuntime
-
 __all__ = ["abandon_parked", "decide", "expire", "name_the_call"]
 
 
 def decide(
-    runtime: AgentRuntime,
+    context: RunContext,
     state: RunState | None,
     decision: ApprovalDecision,
     now_ms: int,
@@ -39,7 +36,7 @@ def decide(
         before = settled if entry is None else (entry.fingerprint or entry.status)
         return _refusal(state, decision, before, key)
     assert state is not None and isinstance(pending, ToolAction)
-    run = RunDraft(runtime, state, now_ms)
+    run = RunDraft(context, state, now_ms)
     call = call_of(pending, entry.tool_call_id)
     upstream = pending.request_event_ids[pending.calls.index(call)]
     approved = decision.decision == "approve"
@@ -109,7 +106,7 @@ def name_the_call(
     return Step(state=None, dead_letter=letter)
 
 
-def expire(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
+def expire(context: RunContext, state: RunState, now_ms: int) -> Step:
     """Reject every waiting approval whose deadline has passed (see `AgentRuntime.expire`)."""
     pending = state.pending
     if not isinstance(pending, ToolAction):
@@ -117,7 +114,7 @@ def expire(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
     due = [a for a in pending.waiting if a.deadline_ms <= now_ms]
     if not due:
         return Step(state=state)
-    run = RunDraft(runtime, state, now_ms)
+    run = RunDraft(context, state, now_ms)
     results: dict[str, ChatMessage] = {}
     for entry in due:
         call = call_of(pending, entry.tool_call_id)
@@ -141,7 +138,7 @@ def expire(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
     return record_results(run, pending, results, None, approvals, settled)
 
 
-def abandon_parked(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
+def abandon_parked(context: RunContext, state: RunState, now_ms: int) -> Step:
     """End a parked run that can never be decided (see `AgentRuntime.abandon_parked`)."""
     pending = state.pending
     ids = ", ".join(a.call_id for a in pending.waiting) if isinstance(pending, ToolAction) else ""
@@ -149,7 +146,7 @@ def abandon_parked(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
         type="ApprovalPending",
         message=f"the input ended while the run waited for a decision on call(s) {ids}",
     )
-    return fail(RunDraft(runtime, state, now_ms), error, dead_letter=True)
+    return fail(RunDraft(context, state, now_ms), error, dead_letter=True)
 
 
 def _refusal(

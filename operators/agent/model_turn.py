@@ -49,11 +49,11 @@ def apply_model_outcome(
     data["input_tokens"] += response.usage.input_tokens
     data["output_tokens"] += response.usage.output_tokens
     data["cached_tokens"] += response.usage.cached_tokens
-    cost = call_cost_usd(run.runtime.config.model, response)
+    cost = call_cost_usd(run.context.config.model, response)
     data["call_costs_usd"] = [*data["call_costs_usd"], cost]
     data["messages"].append(message)
     data["interaction_id"] = response.interaction_id
-    spec = run.runtime.config.model
+    spec = run.context.config.model
     answered = response.answered_by or AnsweredBy(provider=spec.provider, model=spec.model)
     data["answered_by"] = answered
     response_id = run.emit(
@@ -95,7 +95,7 @@ def apply_model_outcome(
 def _over_budget(run: RunDraft, asked: int) -> ErrorInfo | None:
     """The budget a reply asking for `asked` tool calls breaks, if any."""
     data = run.data
-    budgets = run.runtime.config.budgets
+    budgets = run.context.config.budgets
     total_tokens = data["input_tokens"] + data["output_tokens"]
     if budgets.max_tokens is not None and total_tokens >= budgets.max_tokens:
         return budget_error("max_tokens", budgets.max_tokens, f"the run used {total_tokens} tokens")
@@ -118,20 +118,20 @@ def _over_budget(run: RunDraft, asked: int) -> ErrorInfo | None:
 def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str) -> Step:
     """Log each call, park those that need a decision (with their approval requests),
     answer `schedule_followup`; the turn ends at once when nothing is left to run."""
-    runtime = run.runtime
+    context = run.context
     request_ids = [
         run.emit(
-            "tool_request", upstream=response_id, tool_calls=[c], **runtime.tools.origin(c.name)
+            "tool_request", upstream=response_id, tool_calls=[c], **context.tools.origin(c.name)
         )
         for c in calls
     ]
     approvals: list[PendingApproval] = []
     requests: list[ApprovalRequest] = []
     for call, request_id in zip(calls, request_ids, strict=True):
-        found = runtime.tools.get(call.name)
+        found = context.tools.get(call.name)
         if found is None or not found.needs_approval(call.arguments):
             continue
-        timeout_s = found.approval_timeout_s or runtime.config.approval_timeout_s
+        timeout_s = found.approval_timeout_s or context.config.approval_timeout_s
         approval = PendingApproval(
             call_id=request_id,
             tool_call_id=call.id,
@@ -165,7 +165,7 @@ def _answer_followups(
     """Answer the turn's `schedule_followup` calls at once (no tool runs): the follow-up
     joins the run's state, or the model reads why it was refused."""
     results: dict[str, ChatMessage] = {}
-    bounds = run.runtime.followups
+    bounds = run.context.followups
     if bounds is None:
         return results
     for call, request_id in zip(calls, request_ids, strict=True):

@@ -79,13 +79,13 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
         status="ok",
         cost_usd=output.cost_usd,
     )
-    runtime = run.runtime
-    memory = runtime.config.memory
+    context = run.context
+    memory = context.config.memory
     trimmed = trim_history(
         [*history, *run.data["messages"]],
         memory.max_messages,
         memory.max_bytes,
-        runtime.message_json.size,
+        context.message_json.size,
     )
     if trimmed.trimmed:
         run.emit(
@@ -124,7 +124,7 @@ def fail(run: RunDraft, error: ErrorInfo, dead_letter: bool = False) -> Step:
         status="error",
         cost_usd=output.cost_usd,
     )
-    letter = run.runtime.dead_letter(run.state, error) if dead_letter else None
+    letter = run.context.dead_letter(run.state, error) if dead_letter else None
     return Step(
         state=None,
         events=run.events,

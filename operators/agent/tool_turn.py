@@ -66,7 +66,7 @@ def record_results(
                 upstream=request_id,
                 tool_results=[results[call.id]],
                 latency_ms=latency_ms,
-                **run.runtime.tools.origin(call.name),
+                **run.context.tools.origin(call.name),
             )
     action = pending.model_copy(
         update={
@@ -83,14 +83,14 @@ def record_results(
 def end_tool_turn(run: RunDraft, pending: ToolAction) -> Step:
     """Every call of the turn has its result: add them in the model's order, go on."""
     data = run.data
-    names = run.runtime.tool_names
+    names = run.context.tool_names
     data["tool_calls"] += len(pending.calls)
     unknown = [call.name for call in pending.calls if call.name not in names]
     data["unknown_tool_calls"] += len(unknown)
     for call in pending.calls:
         data["messages"].append(pending.done[call.id])
     last = run.data["last_event_id"]
-    budgets = run.runtime.config.budgets
+    budgets = run.context.config.budgets
     if data["unknown_tool_calls"] > budgets.max_unknown_tool_calls:
         quoted = ", ".join(repr(n) for n in unknown)
         error = ErrorInfo(

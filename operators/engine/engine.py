@@ -502,7 +502,7 @@ class AgentEngine:
         """
         self._metrics.runs_failed.inc()
         yield self._emit.dead_letter(
-            self._runtime.dead_letter(call.state, ErrorInfo.from_exception(error))
+            self._runtime.context.dead_letter(call.state, ErrorInfo.from_exception(error))
         )
         self._emit.end_trace(call.state.run_id)
         self._run.clear()
