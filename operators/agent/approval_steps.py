@@ -12,7 +12,14 @@ from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_context import RunContext
 from streamagents.operators.agent.run_endings import fail
-from streamagents.operators.agent.run_state import RunState, Step, ToolAction
+from streamagents.operators.agent.run_state import (
+    Duplicate,
+    RunState,
+    Step,
+    ToolAction,
+    Unchanged,
+    goes_on,
+)
 from streamagents.operators.agent.tool_turn import call_of, record_results
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.messages import ChatMessage
@@ -62,7 +69,7 @@ def decide(
     if approved:
         calls = [call if c.id == call.id else c for c in pending.calls]
         action = pending.model_copy(update={"calls": calls, "approvals": approvals})
-        return Step(state=run.snapshot(action), events=run.events, settled=settled_now)
+        return goes_on(run.snapshot(action), run.events, settled=settled_now)
     who = f" by {decision.by}" if decision.by else ""
     reason = f": {decision.comment}" if decision.comment else ""
     result = ToolRegistry.error_result(call, f"the call was rejected{who}{reason}; it was not made")
@@ -71,7 +78,7 @@ def decide(
 
 def name_the_call(
     decision: ApprovalDecision, states: list[RunState], key: str
-) -> ApprovalDecision | Step:
+) -> ApprovalDecision | Unchanged:
     """A decision that names its call by tool and arguments, given the `call_id` of the one
     waiting call of the key's runs (`states`) it fits; when none or several fit, a step
     whose dead letter says so (`UnknownCall`, `AmbiguousDecision`)."""
@@ -103,17 +110,17 @@ def name_the_call(
         json.dumps({"approval": decision.model_dump(exclude_none=True)}, ensure_ascii=False),
         key=key,
     )
-    return Step(state=None, dead_letter=letter)
+    return Unchanged(state=None, dead_letter=letter)
 
 
 def expire(context: RunContext, state: RunState, now_ms: int) -> Step:
     """Reject every waiting approval whose deadline has passed (see `AgentRuntime.expire`)."""
     pending = state.pending
     if not isinstance(pending, ToolAction):
-        return Step(state=state)
+        return Unchanged(state=state)
     due = [a for a in pending.waiting if a.deadline_ms <= now_ms]
     if not due:
-        return Step(state=state)
+        return Unchanged(state=state)
     run = RunDraft(context, state, now_ms)
     results: dict[str, ChatMessage] = {}
     for entry in due:
@@ -157,7 +164,7 @@ def _refusal(
 ) -> Step:
     """A decision that applies to no waiting call: a duplicate, or a dead letter why."""
     if before is not None and before == decision.fingerprint():
-        return Step(state=state, duplicate=True)
+        return Duplicate(state=state)
     if before is None:
         error = ErrorInfo(
             type="UnknownCall",
@@ -184,4 +191,4 @@ def _refusal(
         key=key,
         record_id=decision.call_id,
     )
-    return Step(state=state, dead_letter=letter)
+    return Unchanged(state=state, dead_letter=letter)

@@ -15,7 +15,7 @@ from streamagents.operators.agent.followups import TOOL_NAME as FOLLOWUP_TOOL
 from streamagents.operators.agent.followups import Followup, confirmation, schedule
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_endings import budget_error, fail, finish
-from streamagents.operators.agent.run_state import ModelAction, Outcome, Step, ToolAction
+from streamagents.operators.agent.run_state import ModelAction, Outcome, Step, ToolAction, goes_on
 from streamagents.operators.agent.tool_turn import end_tool_turn
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.chat import AnsweredBy
@@ -156,7 +156,7 @@ def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str)
     )
     if len(action.done) == len(action.calls):
         return end_tool_turn(run, action)
-    return Step(state=run.snapshot(action), events=run.events, approval_requests=requests)
+    return goes_on(run.snapshot(action), run.events, approval_requests=requests)
 
 
 def _answer_followups(

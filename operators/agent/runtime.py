@@ -10,9 +10,10 @@ A run goes input → model call → (tool calls → model call)* → output. The
 - `timeout(state, now_ms)` when the run's timer fires before it finished;
 - `decide`, `expire` and `abandon_parked` on a run parked for approvals (`approval_steps`).
 
-Each returns a `Step` (`run_state`): the new `RunState` (None when the run finished), the
-event-log records to emit, and when finished the output record, maybe a dead letter, and
-the key's new short-term history. Every state change and every event happens in
+Each returns a `Step` (`run_state`), one kind per answer to "what next?": `Continue`,
+`Park`, `Defer` (with the new `RunState`), `Finish` (the output record, maybe a dead
+letter, the key's new short-term history), `Stale`, `Duplicate` or `Unchanged`; every kind
+carries the event-log records to emit. Every state change and every event happens in
 start/advance/timeout and the approval steps, and event ids derive from (run_id,
 sequence), with run_id derived from the input id, so a step repeated after recovery
 produces the same records. A model reply is applied in `model_turn`, tool results in
@@ -58,9 +59,13 @@ from streamagents.operators.agent.replay import (
 from streamagents.operators.agent.run_context import RunContext
 from streamagents.operators.agent.run_endings import fail, timeout_error
 from streamagents.operators.agent.run_state import (
+    Continue,
+    Defer,
+    Finish,
     ModelAction,
     Outcome,
     RunState,
+    Stale,
     Step,
     run_id_for,
 )
@@ -143,11 +148,11 @@ class AgentRuntime:
         now_ms: int,
         waiting: Sequence[Followup] = (),
         key_sequence: int | None = None,
-    ) -> Step:
+    ) -> Continue | Finish:
         """Begin the run of `record`: offload its media, log the input, ask for a model call.
 
         `waiting` are the key's follow-ups waiting in keyed state: a new input (not a
-        follow-up's) cancels them when `followups.cancel_on_input` is set (`Step.cancelled`).
+        follow-up's) cancels them when `followups.cancel_on_input` is set (the step's `cancelled`).
         `key_sequence` is the run's position among its key's runs (the engine counts them in
         keyed state). In a replay job the run is a replay of `record.replay_of`."""
         del history  # the run's request reads the history in perform; start changes none of it
@@ -201,7 +206,7 @@ class AgentRuntime:
             return fail(run, error, dead_letter=True)
         run.data["messages"].append(message)
         request_id = run.request_model(upstream=input_event)
-        return Step(
+        return Continue(
             state=run.snapshot(ModelAction(request_event_id=request_id)),
             events=run.events,
             cancelled=run.cancelled,
@@ -355,13 +360,13 @@ class AgentRuntime:
 
         `history` is the key's current short-term history (the list given to `perform`); the
         new history of a finished run is computed from it, so pass it (None counts as empty).
-        An outcome for an action other than the pending one is ignored (`Step.stale`)."""
+        An outcome for an action other than the pending one is ignored (`Stale`)."""
         if (
             outcome.action_id != state.pending.request_event_id
             or outcome.kind != state.pending.kind
             or not outcome_fits(state.pending, outcome)
         ):
-            return Step(state=state, stale=True)
+            return Stale(state=state)
         run = RunDraft(self.context, state, now_ms)
         if outcome.error is not None and outcome.error.type == "RunTimeout":
             return fail(run, timeout_error(self.config), dead_letter=False)
@@ -371,12 +376,12 @@ class AgentRuntime:
             return apply_model_outcome(run, state.pending, outcome, history or [])
         return apply_tool_outcome(run, state.pending, outcome)
 
-    def timeout(self, state: RunState, now_ms: int) -> Step:
+    def timeout(self, state: RunState, now_ms: int) -> Finish:
         """End the run because its run_timeout_s budget elapsed."""
         run = RunDraft(self.context, state, now_ms)
         return fail(run, timeout_error(self.config), dead_letter=False)
 
-    def refuse(self, state: RunState, error: ErrorInfo, now_ms: int) -> Step:
+    def refuse(self, state: RunState, error: ErrorInfo, now_ms: int) -> Finish:
         """End the run before its next model call, which a spend budget (or its input's
         missing tenant) does not allow: an error output and a dead letter with its input."""
         return fail(RunDraft(self.context, state, now_ms), error, dead_letter=True)
@@ -389,7 +394,7 @@ class AgentRuntime:
         window_s: float,
         until_ms: int,
         now_ms: int,
-    ) -> Step:
+    ) -> Defer:
         """Log that the run waits until `until_ms` for `budget`'s window to have room; its
         pending model call is made then."""
         run = RunDraft(self.context, state, now_ms)
@@ -401,7 +406,7 @@ class AgentRuntime:
             window_s=window_s,
             until_ms=until_ms,
         )
-        return Step(state=run.snapshot(state.pending), events=run.events)
+        return Defer(state=run.snapshot(state.pending), events=run.events)
 
     # -- a run parked for approvals (approval_steps) -----------------------------------------
 
@@ -421,7 +426,7 @@ class AgentRuntime:
         Approve: the call may run, with the decision's arguments if it edited them.
         Reject: its result is an error saying so, with the comment. A decision for an
         unknown, expired or otherwise decided call is a dead letter saying which; the same
-        decision again is ignored (`Step.duplicate`)."""
+        decision again is ignored (`Duplicate`)."""
         return approval_steps.decide(self.context, state, decision, now_ms, settled, key)
 
     def expire(self, state: RunState, now_ms: int) -> Step:
@@ -429,7 +434,7 @@ class AgentRuntime:
         goes on. With none due, the state comes back unchanged."""
         return approval_steps.expire(self.context, state, now_ms)
 
-    def abandon_parked(self, state: RunState, now_ms: int) -> Step:
+    def abandon_parked(self, state: RunState, now_ms: int) -> Finish:
         """End a parked run that can never be decided (its bounded input ended): an error
         output and a dead letter with its input, to run it again."""
         return approval_steps.abandon_parked(self.context, state, now_ms)

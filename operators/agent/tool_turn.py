@@ -8,11 +8,13 @@ from streamagents.operators.agent.approvals import PendingApproval
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_endings import fail
 from streamagents.operators.agent.run_state import (
+    Continue,
     ModelAction,
     Outcome,
     PendingAction,
     Step,
     ToolAction,
+    goes_on,
 )
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -75,7 +77,7 @@ def record_results(
         }
     )
     if len(done) < len(pending.calls):
-        return Step(state=run.snapshot(action), events=run.events, settled=settled or {})
+        return goes_on(run.snapshot(action), run.events, settled=settled)
     step = end_tool_turn(run, action)
     return step.model_copy(update={"settled": settled or {}})
 
@@ -102,4 +104,4 @@ def end_tool_turn(run: RunDraft, pending: ToolAction) -> Step:
         )
         return fail(run, error, dead_letter=True)
     request_id = run.request_model(upstream=last)
-    return Step(state=run.snapshot(ModelAction(request_event_id=request_id)), events=run.events)
+    return Continue(state=run.snapshot(ModelAction(request_event_id=request_id)), events=run.events)

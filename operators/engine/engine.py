@@ -45,7 +45,14 @@ from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.followups import Followup
 from streamagents.operators.agent.parked_keys import run_of_call
 from streamagents.operators.agent.records import ErrorInfo, parse_input
-from streamagents.operators.agent.run_state import ModelAction
+from streamagents.operators.agent.run_state import (
+    Continue,
+    Duplicate,
+    Finish,
+    ModelAction,
+    Park,
+    Unchanged,
+)
 from streamagents.operators.engine.emitter import Emitter
 from streamagents.operators.engine.engine_loop import Timed
 from streamagents.operators.engine.followup_timers import FollowupTimers
@@ -303,7 +310,7 @@ class AgentEngine:
                 raw = self._queue.pop()
                 continue
             self._metrics.runs_started.inc()
-            if step.state is not None and phase is Phase.RUNNING:
+            if isinstance(step, Continue) and phase is Phase.RUNNING:
                 self._input_end.hold()
             if (yield from self._apply_step(step, UsageTotals(), history, now, phase)):
                 return
@@ -324,18 +331,30 @@ class AgentEngine:
         now_ms: int,
         phase: Phase,
     ) -> Iterator[Any]:
-        """Emit a step's records and keep or end its run; returns whether the run goes on."""
+        """Emit a step's records and keep or end its run; returns whether the run goes on.
+
+        The run ended (`Finish`), or it goes on: to perform its action (`Continue`), to
+        wait for decisions (`Park`), or as it was (`Stale`, an `Unchanged` expiry)."""
         if self._spend.enabled:
             self._charge(step, before, now_ms)
-        yield from self._emit.events(step.events, run_ended=step.state is None)
-        if step.dead_letter is not None:
+        yield from self._emit.events(step.events, run_ended=isinstance(step, Finish))
+        if isinstance(step, Finish | Unchanged) and step.dead_letter is not None:
             yield self._emit.dead_letter(step.dead_letter)
-        for request in step.approval_requests:
-            yield self._emit.approval_request(request)
+        if isinstance(step, Continue | Park):
+            for request in step.approval_requests:
+                yield self._emit.approval_request(request)
         self._followups.cancel(step.cancelled)
         self._parked.remember(step.settled, now_ms)
+        if isinstance(step, Finish):
+            yield from self._ended(step, phase, before)
+            if step.history is not None:
+                self._memory.store(now_ms, step.history)
+            self._run.clear()
+            self._memory.arm_cleanup(now_ms if step.history is not None else None)
+            return False
         state = step.state
-        if state is not None and state.parked:
+        assert state is not None, f"a {step.kind} step without a run"
+        if state.parked:
             if phase is Phase.DRAINING:  # the input has ended: no decision can come any more
                 ended = self._runtime.abandon_parked(state, now_ms)
                 return (yield from self._apply_step(ended, before, history, now_ms, phase))
@@ -347,26 +366,16 @@ class AgentEngine:
             self._run.update(state.model_dump_json())
             self._parked.park(state)
             return True
-        if state is not None:
-            self._metrics.usage(before, usage_of(state))
-            return (yield from self._perform(state, history, now_ms, phase))
-        yield from self._ended(step, phase, before)
-        if step.history is not None:
-            self._memory.store(now_ms, step.history)
-        self._run.clear()
-        self._memory.arm_cleanup(now_ms if step.history is not None else None)
-        return False
+        self._metrics.usage(before, usage_of(state))
+        return (yield from self._perform(state, history, now_ms, phase))
 
     def _charge(self, step: Step, before: UsageTotals, now_ms: int) -> None:
         """Charge what the run spent in this step to its key's and tenant's windows."""
-        if step.state is not None:
+        if isinstance(step, Finish):
+            output = step.output
+            after, key, attributes = output_usage(output), output.key, output.attributes
+        elif step.state is not None:
             after, key, attributes = usage_of(step.state), step.state.key, step.state.attributes
-        elif step.output is not None:
-            after, key, attributes = (
-                output_usage(step.output),
-                step.output.key,
-                step.output.attributes,
-            )
         else:
             return
         tenant = tenant_of(self._config.budgets, self._config.key_field, key, attributes)
@@ -398,7 +407,7 @@ class AgentEngine:
                 now_ms,
             )
             yield from self._emit.events(step.events, run_ended=False)
-            self._run.update((step.state or state).model_dump_json())
+            self._run.update(step.state.model_dump_json())
             self._spend.defer(now_ms, refusal.room_at_ms)
             self._port.register_processing_timer(refusal.room_at_ms)
             self._metrics.runs_deferred.inc()
@@ -415,15 +424,15 @@ class AgentEngine:
         else:
             self._driver.arm(call, now_ms)
 
-    def _ended(self, step: Step, phase: Phase, before: UsageTotals | None = None) -> Iterator[Any]:
+    def _ended(
+        self, step: Finish, phase: Phase, before: UsageTotals | None = None
+    ) -> Iterator[Any]:
         """A finished run's output, its count as finished or failed, its follow-ups kept;
         with `before`, the calls and tokens it used since then are counted too."""
-        failed = step.dead_letter is not None
-        if step.output is not None:
-            if before is not None:
-                self._metrics.usage(before, output_usage(step.output))
-            failed = failed or step.output.status != "ok"
-            yield self._emit.output(step.output)
+        if before is not None:
+            self._metrics.usage(before, output_usage(step.output))
+        failed = step.dead_letter is not None or step.output.status != "ok"
+        yield self._emit.output(step.output)
         (self._metrics.runs_failed if failed else self._metrics.runs_finished).inc()
         yield from self._keep_followups(step.followups, phase)
 
@@ -521,7 +530,7 @@ class AgentEngine:
         decision = read_decision_line(raw)
         if decision.call_id is None:
             named = name_the_call(decision, self._runs_of_key(key), key)
-            if isinstance(named, Step):
+            if isinstance(named, Unchanged):
                 yield from self._unchanged(named)
                 return
             decision = named
@@ -538,10 +547,10 @@ class AgentEngine:
             assert state is not None
             yield from self._step_aside(step, state, now, phase)
             return
-        if step.duplicate or step.state is state:
+        if isinstance(step, Duplicate | Unchanged):
             yield from self._unchanged(step)
             return
-        if call is not None and step.state is not None:
+        if call is not None and not isinstance(step, Finish):
             # its other call is running: its outcome is applied to the decided state
             yield from self._emit.events(step.events)
             self._parked.remember(step.settled, now)
@@ -562,10 +571,10 @@ class AgentEngine:
         aside = [state for _, state in self._parked.aside_runs()]
         return ([current] if current is not None else []) + aside
 
-    def _unchanged(self, step: Step) -> Iterator[Any]:
+    def _unchanged(self, step: Duplicate | Unchanged) -> Iterator[Any]:
         """A decision that changed no run (a duplicate, or refused): its dead letter, if any."""
         yield from self._emit.events(step.events, traced=False)
-        if step.dead_letter is not None:
+        if isinstance(step, Unchanged) and step.dead_letter is not None:
             yield self._emit.dead_letter(step.dead_letter)
 
     def _wake_parked(self, state: RunState, now_ms: int, phase: Phase) -> Iterator[Any]:
@@ -601,23 +610,23 @@ class AgentEngine:
     def _step_aside(self, step: Step, state: RunState, now_ms: int, phase: Phase) -> Iterator[Any]:
         """Apply a decision or an expiry to a run set aside: it stays aside while parked, or
         while its key runs another (ready: `_resume_ready` takes it on), else goes on now."""
-        if step.duplicate or step.state is state:
+        if isinstance(step, Duplicate | Unchanged):
             yield from self._unchanged(step)
             return
         busy = self._busy(self._port.current_key())
-        if step.state is not None and (step.state.parked or busy):
+        if isinstance(step, Continue | Park) and (isinstance(step, Park) or busy):
             yield from self._emit.events(step.events)
             self._parked.remember(step.settled, now_ms)
             self._parked.set_aside(step.state)
             return
         self._parked.take_aside(state.run_id)
-        if step.state is None and busy:
+        if isinstance(step, Finish) and busy:
             yield from self._end_aside(step, now_ms, phase)
             return
         history = self._memory.load(now_ms)
         yield from self._continue(step, usage_of(state), history, now_ms, phase)
 
-    def _end_aside(self, step: Step, now_ms: int, phase: Phase) -> Iterator[Any]:
+    def _end_aside(self, step: Finish, now_ms: int, phase: Phase) -> Iterator[Any]:
         """Emit the records of a set-aside run that ended without going on (rejected to an
         error, or abandoned at the end of input), leaving the key's `run` state alone; such
         an ending never changes the key's memory."""
@@ -636,5 +645,5 @@ class AgentEngine:
         self._parked.take_aside(state.run_id)
         now = self._port.now_ms()
         history = self._memory.load(now)
-        step = Step(state=state)
+        step = Continue(state=state)
         return (yield from self._apply_step(step, usage_of(state), history, now, phase))

@@ -12,6 +12,7 @@ from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_run
 
 from streamagents.operators.agent import AgentRuntime, Outcome, RunState
 from streamagents.operators.agent.config import MemoryConfig, ModelSpec, TelemetryConfig
+from streamagents.operators.agent.run_state import Stale
 from streamagents.serde.messages import ChatMessage
 
 
@@ -205,7 +206,7 @@ def test_an_outcome_for_another_action_is_ignored(tmp_path: Path) -> None:
     tools_step = runtime.advance(step.state, model_outcome, 1_010)
     assert tools_step.state is not None
     stale = runtime.advance(tools_step.state, model_outcome, 1_020)
-    assert stale.stale and stale.state == tools_step.state and stale.events == []
+    assert isinstance(stale, Stale) and stale.state == tools_step.state and stale.events == []
 
 
 def test_history_gains_the_run_and_is_trimmed_with_an_event(tmp_path: Path) -> None:
