@@ -7,14 +7,12 @@ new state (`snapshot`) or ends the run (`run_endings`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from streamagents.operators.agent._run_events import event_id_for, make_event
+from streamagents.operators.agent.run_context import RunContext
 from streamagents.operators.agent.run_state import ModelAction, RunState, ToolAction
 from streamagents.serde.events import RunEvent
-
-if TYPE_CHECKING:
-    from streamagents.operators.agent.runtime import AgentRuntime
 
 __all__ = ["RunDraft"]
 
@@ -22,8 +20,8 @@ __all__ = ["RunDraft"]
 class RunDraft:
     """Mutable working copy of a RunState while one step is computed, plus its records."""
 
-    def __init__(self, runtime: AgentRuntime, state: RunState, now_ms: int) -> None:
-        self.runtime = runtime
+    def __init__(self, context: RunContext, state: RunState, now_ms: int) -> None:
+        self.context = context
         self.state = state
         self.data: dict[str, Any] = dict(state.__dict__)  # its fields (dict(state): 30x slower)
         self.data["messages"] = list(state.messages)
@@ -36,18 +34,18 @@ class RunDraft:
         returns its id."""
         sequence = self.data["sequence"] + 1
         event_id = event_id_for(self.data["run_id"], sequence)
-        runtime = self.runtime
-        if runtime.wants_events:
+        context = self.context
+        if context.wants_events:
             for field in ("messages", "tool_results"):
                 if field in payload:
-                    payload[field] = [runtime.loggable(m) for m in payload[field]]
+                    payload[field] = [context.loggable(m) for m in payload[field]]
             replay_of = self.data["replay_of"]
             if replay_of is not None:
                 payload["replay_of"] = replay_of
             self.events.append(
                 make_event(
                     event_type,
-                    job_id=runtime.config.job_id,
+                    job_id=context.config.job_id,
                     key=self.data["key"],
                     run_id=self.data["run_id"],
                     sequence=sequence,
@@ -62,13 +60,13 @@ class RunDraft:
 
     def request_model(self, upstream: str) -> str:
         """Log a chat request (its new messages are in the events before it); returns its id."""
-        spec = self.runtime.config.model
+        spec = self.context.config.model
         return self.emit(
             "chat_request",
             upstream=upstream,
             model=spec.model,
             provider=spec.provider,
-            tools=self.runtime.tool_names,
+            tools=self.context.tool_names,
         )
 
     def snapshot(self, pending: ModelAction | ToolAction) -> RunState:

@@ -9,27 +9,31 @@ a dead letter and the call still waits for a decision that may be taken."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from streamagents.operators.agent._run_draft import RunDraft
 from streamagents.operators.agent.approvals import ApprovalDecision, waiting_matches
 from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.records import ErrorInfo
+from streamagents.operators.agent.run_context import RunContext
 from streamagents.operators.agent.run_endings import fail
-from streamagents.operators.agent.run_state import RunState, Step, ToolAction
+from streamagents.operators.agent.run_state import (
+    Duplicate,
+    RunState,
+    Step,
+    ToolAction,
+    Unchanged,
+    goes_on,
+)
 from streamagents.operators.agent.tool_turn import call_of, record_results
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.messages import ChatMessage
 from streamagents.serde.safe_text import clip
 
-if TYPE_CHECKING:
-    from streamagents.operators.agent.runtime import AgentRuntime
-
 __all__ = ["abandon_parked", "decide", "expire", "name_the_call"]
 
 
 def decide(
-    runtime: AgentRuntime,
+    context: RunContext,
     state: RunState | None,
     decision: ApprovalDecision,
     now_ms: int,
@@ -43,19 +47,21 @@ def decide(
         before = settled if entry is None else (entry.fingerprint or entry.status)
         return _refusal(state, decision, before, key)
     assert state is not None and isinstance(pending, ToolAction)
-    run = RunDraft(runtime, state, now_ms)
+    run = RunDraft(context, state, now_ms)
     call = call_of(pending, entry.tool_call_id)
     upstream = pending.request_event_ids[pending.calls.index(call)]
     approved = decision.decision == "approve"
     edited = approved and decision.arguments is not None and decision.arguments != call.arguments
-    tool = runtime.tools.get(entry.tool)
+    tool = context.tools.get(entry.tool)
     if edited and (tool is None or not tool.allow_edits):
         error = ErrorInfo(
             type="EditNotAllowed",
             message=f"tool {clip(entry.tool, 256)!r} does not allow a decision to change its "
             f"arguments (allow_edits); call {entry.call_id!r} still waits for a decision",
         )
-        return Step(state=state, dead_letter=_letter(decision, error, state.key, entry.call_id))
+        return Unchanged(
+            state=state, dead_letter=_letter(decision, error, state.key, entry.call_id)
+        )
     if edited:
         call = call.model_copy(update={"arguments": decision.arguments})
     run.emit(
@@ -77,7 +83,7 @@ def decide(
     if approved:
         calls = [call if c.id == call.id else c for c in pending.calls]
         action = pending.model_copy(update={"calls": calls, "approvals": approvals})
-        return Step(state=run.snapshot(action), events=run.events, settled=settled_now)
+        return goes_on(run.snapshot(action), run.events, settled=settled_now)
     who = f" by {decision.by}" if decision.by else ""
     reason = f": {decision.comment}" if decision.comment else ""
     result = ToolRegistry.error_result(call, f"the call was rejected{who}{reason}; it was not made")
@@ -86,7 +92,7 @@ def decide(
 
 def name_the_call(
     tools: ToolRegistry, decision: ApprovalDecision, states: list[RunState], key: str
-) -> ApprovalDecision | Step:
+) -> ApprovalDecision | Unchanged:
     """A decision that names its call by tool and arguments, given the `call_id` of the one
     waiting call of the key's runs (`states`) it fits; when its tool does not allow that
     (`by_tool_name`), or none or several calls fit, a step whose dead letter says so
@@ -99,7 +105,7 @@ def name_the_call(
             message=f"tool {tool!r} does not allow a decision to name its call by the tool "
             "(by_tool_name); name the call_id of its approval request",
         )
-        return Step(state=None, dead_letter=_letter(decision, error, key, None))
+        return Unchanged(state=None, dead_letter=_letter(decision, error, key, None))
     waiting = [
         (entry, call_of(state.pending, entry.tool_call_id).arguments)
         for state in states
@@ -121,18 +127,18 @@ def name_the_call(
         error = ErrorInfo(
             type="UnknownCall", message=f"no {which} of this key waits for a decision"
         )
-    return Step(state=None, dead_letter=_letter(decision, error, key, None))
+    return Unchanged(state=None, dead_letter=_letter(decision, error, key, None))
 
 
-def expire(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
+def expire(context: RunContext, state: RunState, now_ms: int) -> Step:
     """Reject every waiting approval whose deadline has passed (see `AgentRuntime.expire`)."""
     pending = state.pending
     if not isinstance(pending, ToolAction):
-        return Step(state=state)
+        return Unchanged(state=state)
     due = [a for a in pending.waiting if a.deadline_ms <= now_ms]
     if not due:
-        return Step(state=state)
-    run = RunDraft(runtime, state, now_ms)
+        return Unchanged(state=state)
+    run = RunDraft(context, state, now_ms)
     results: dict[str, ChatMessage] = {}
     for entry in due:
         call = call_of(pending, entry.tool_call_id)
@@ -156,7 +162,7 @@ def expire(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
     return record_results(run, pending, results, None, approvals, settled)
 
 
-def abandon_parked(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
+def abandon_parked(context: RunContext, state: RunState, now_ms: int) -> Step:
     """End a parked run that can never be decided (see `AgentRuntime.abandon_parked`)."""
     pending = state.pending
     ids = ", ".join(a.call_id for a in pending.waiting) if isinstance(pending, ToolAction) else ""
@@ -164,7 +170,7 @@ def abandon_parked(runtime: AgentRuntime, state: RunState, now_ms: int) -> Step:
         type="ApprovalPending",
         message=f"the input ended while the run waited for a decision on call(s) {ids}",
     )
-    return fail(RunDraft(runtime, state, now_ms), error, dead_letter=True)
+    return fail(RunDraft(context, state, now_ms), error, dead_letter=True)
 
 
 def _refusal(
@@ -175,7 +181,7 @@ def _refusal(
 ) -> Step:
     """A decision that applies to no waiting call: a duplicate, or a dead letter why."""
     if before is not None and before == decision.fingerprint():
-        return Step(state=state, duplicate=True)
+        return Duplicate(state=state)
     if before is None:
         error = ErrorInfo(
             type="UnknownCall",
@@ -195,7 +201,7 @@ def _refusal(
             f"({verdict}) with other arguments or verdict; the first decision stands",
         )
     key = state.key if state is not None else key
-    return Step(state=state, dead_letter=_letter(decision, error, key, decision.call_id))
+    return Unchanged(state=state, dead_letter=_letter(decision, error, key, decision.call_id))
 
 
 def _letter(

@@ -15,7 +15,7 @@ from streamagents.operators.agent.followups import TOOL_NAME as FOLLOWUP_TOOL
 from streamagents.operators.agent.followups import Followup, confirmation, schedule
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_endings import budget_error, fail, finish
-from streamagents.operators.agent.run_state import ModelAction, Outcome, Step, ToolAction
+from streamagents.operators.agent.run_state import ModelAction, Outcome, Step, ToolAction, goes_on
 from streamagents.operators.agent.tool_turn import end_tool_turn
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.chat import AnsweredBy
@@ -49,11 +49,11 @@ def apply_model_outcome(
     data["input_tokens"] += response.usage.input_tokens
     data["output_tokens"] += response.usage.output_tokens
     data["cached_tokens"] += response.usage.cached_tokens
-    cost = call_cost_usd(run.runtime.config.model, response)
+    cost = call_cost_usd(run.context.config.model, response)
     data["call_costs_usd"] = [*data["call_costs_usd"], cost]
     data["messages"].append(message)
     data["interaction_id"] = response.interaction_id
-    spec = run.runtime.config.model
+    spec = run.context.config.model
     answered = response.answered_by or AnsweredBy(provider=spec.provider, model=spec.model)
     data["answered_by"] = answered
     response_id = run.emit(
@@ -95,7 +95,7 @@ def apply_model_outcome(
 def _over_budget(run: RunDraft, asked: int) -> ErrorInfo | None:
     """The budget a reply asking for `asked` tool calls breaks, if any."""
     data = run.data
-    budgets = run.runtime.config.budgets
+    budgets = run.context.config.budgets
     total_tokens = data["input_tokens"] + data["output_tokens"]
     if budgets.max_tokens is not None and total_tokens >= budgets.max_tokens:
         return budget_error("max_tokens", budgets.max_tokens, f"the run used {total_tokens} tokens")
@@ -119,21 +119,21 @@ def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str)
     """Log each call, park those that need a decision (with their approval requests; never
     in a replay, where the recording answers them), answer `schedule_followup`; the turn
     ends at once when nothing is left to run."""
-    runtime = run.runtime
+    context = run.context
     request_ids = [
         run.emit(
-            "tool_request", upstream=response_id, tool_calls=[c], **runtime.tools.origin(c.name)
+            "tool_request", upstream=response_id, tool_calls=[c], **context.tools.origin(c.name)
         )
         for c in calls
     ]
     approvals: list[PendingApproval] = []
     requests: list[ApprovalRequest] = []
     for call, request_id in zip(calls, request_ids, strict=True):
-        found = runtime.tools.get(call.name)
-        replay = runtime.replay_policies is not None  # no one decides in a replay
+        found = context.tools.get(call.name)
+        replay = context.config.replay  # no one decides in a replay
         if found is None or replay or not found.needs_approval(call.arguments):
             continue
-        timeout_s = found.approval_timeout_s or runtime.config.approval_timeout_s
+        timeout_s = found.approval_timeout_s or context.config.approval_timeout_s
         approval = PendingApproval(
             call_id=request_id,
             tool_call_id=call.id,
@@ -158,7 +158,7 @@ def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str)
     )
     if len(action.done) == len(action.calls):
         return end_tool_turn(run, action)
-    return Step(state=run.snapshot(action), events=run.events, approval_requests=requests)
+    return goes_on(run.snapshot(action), run.events, approval_requests=requests)
 
 
 def _answer_followups(
@@ -167,7 +167,7 @@ def _answer_followups(
     """Answer the turn's `schedule_followup` calls at once (no tool runs): the follow-up
     joins the run's state, or the model reads why it was refused."""
     results: dict[str, ChatMessage] = {}
-    bounds = run.runtime.followups
+    bounds = run.context.followups
     if bounds is None:
         return results
     for call, request_id in zip(calls, request_ids, strict=True):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.config import WhileParked
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_state import RunState
 
@@ -26,9 +26,9 @@ def run_of_call(call_id: str) -> str:
     return call_id.rpartition(".")[0]
 
 
-def goes_aside(config: AgentConfig, state: RunState) -> bool:
+def goes_aside(while_parked: WhileParked, state: RunState) -> bool:
     """Whether a run that just parked is set aside so the key's next input runs at once."""
-    return config.while_parked == "separate_run" and state.parked
+    return while_parked == "separate_run" and state.parked
 
 
 def refusal(held: int, bound: int, mode: str) -> ErrorInfo | None:

@@ -12,7 +12,7 @@ from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.emitted_records import OutputRecord
 from streamagents.operators.agent.memory import trim_history
 from streamagents.operators.agent.records import ErrorInfo
-from streamagents.operators.agent.run_state import Step
+from streamagents.operators.agent.run_state import Finish
 from streamagents.serde.chat import TokenUsage
 from streamagents.serde.messages import ChatMessage
 
@@ -66,7 +66,7 @@ def _output_record(
     )
 
 
-def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) -> Step:
+def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) -> Finish:
     """End the run with the model's answer: its output, and the key's history with the
     run's messages added, trimmed to the memory bounds."""
     output = _output_record(run, "ok", message, None)
@@ -79,13 +79,13 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
         status="ok",
         cost_usd=output.cost_usd,
     )
-    runtime = run.runtime
-    memory = runtime.config.memory
+    context = run.context
+    memory = context.config.memory
     trimmed = trim_history(
         [*history, *run.data["messages"]],
         memory.max_messages,
         memory.max_bytes,
-        runtime.message_json.size,
+        context.message_json.size,
     )
     if trimmed.trimmed:
         run.emit(
@@ -95,8 +95,7 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
             kept_messages=len(trimmed.messages),
             kept_bytes=trimmed.kept_bytes,
         )
-    return Step(
-        state=None,
+    return Finish(
         events=run.events,
         output=output,
         history=trimmed.messages,
@@ -105,7 +104,7 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
     )
 
 
-def fail(run: RunDraft, error: ErrorInfo, dead_letter: bool = False) -> Step:
+def fail(run: RunDraft, error: ErrorInfo, dead_letter: bool = False) -> Finish:
     """End the run with `error`: an error output, and a dead letter when `dead_letter`."""
     budget = {} if error.budget is None else {"budget": error.budget, "limit": error.limit}
     run.emit(
@@ -124,9 +123,8 @@ def fail(run: RunDraft, error: ErrorInfo, dead_letter: bool = False) -> Step:
         status="error",
         cost_usd=output.cost_usd,
     )
-    letter = run.runtime.dead_letter(run.state, error) if dead_letter else None
-    return Step(
-        state=None,
+    letter = run.context.dead_letter(run.state, error) if dead_letter else None
+    return Finish(
         events=run.events,
         output=output,
         dead_letter=letter,

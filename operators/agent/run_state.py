@@ -2,13 +2,15 @@
 
 `RunState` is what the engine keeps in keyed state between steps: the run's conversation,
 its counters and its pending action (`ModelAction` or `ToolAction`). `perform` returns an
-`Outcome`; `start`, `advance`, `timeout` and the approval steps return a `Step`. All are
-pydantic models that round-trip through JSON.
+`Outcome`; `start`, `advance`, `timeout` and the approval steps return a `Step`: one of
+`Continue`, `Park`, `Defer`, `Finish`, `Stale`, `Duplicate` or `Unchanged`, each with the
+fields its kind needs. All are pydantic models that round-trip through JSON.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,12 +25,20 @@ from streamagents.serde.events import RunEvent
 from streamagents.serde.messages import ChatMessage, MediaRef, ToolCall
 
 __all__ = [
+    "Continue",
+    "Defer",
+    "Duplicate",
+    "Finish",
     "ModelAction",
     "Outcome",
+    "Park",
     "PendingAction",
     "RunState",
+    "Stale",
     "Step",
     "ToolAction",
+    "Unchanged",
+    "goes_on",
     "run_id_for",
 ]
 
@@ -157,6 +167,11 @@ class RunState(BaseModel):
         it spent parked."""
         return self.started_ms + self.parked_ms
 
+    def deadline_ms(self, run_timeout_s: float) -> int:
+        """The first millisecond at which the run has used its whole `run_timeout_s`, the
+        time it spent parked not counted: the one rule for a run's deadline."""
+        return self.timeout_base_ms + math.ceil(run_timeout_s * 1000)
+
     @property
     def parked(self) -> bool:
         """Whether the run waits for decisions only, with nothing to perform meanwhile."""
@@ -194,46 +209,111 @@ class Outcome(BaseModel):
     )
 
 
-class Step(BaseModel):
-    """What the engine must do after start/advance/timeout."""
+class _Step(BaseModel):
+    """What every step may hand the engine besides its kind's own fields."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    state: RunState | None = Field(description="The run's new state; None when it finished.")
     events: list[RunEvent] = Field(
         default_factory=list,
         description="Event-log records to emit (`RunEvent.json()` where text is needed).",
-    )
-    output: OutputRecord | None = Field(default=None, description="The output when finished.")
-    dead_letter: DeadLetter | None = Field(default=None, description="A dead letter, if any.")
-    history: list[ChatMessage] | None = Field(
-        default=None,
-        description="The key's new short-term history when the run finished and it changed; "
-        "None leaves the stored history as it is.",
-    )
-    stale: bool = Field(
-        default=False, description="The outcome was for another action and was ignored."
-    )
-    approval_requests: list[ApprovalRequest] = Field(
-        default_factory=list, description="Approval requests to emit."
     )
     settled: dict[str, str] = Field(
         default_factory=dict,
         description="Approvals settled by this step: call id -> the decision's fingerprint, "
         "or `expired`; the engine remembers them to tell duplicates from stale decisions.",
     )
-    duplicate: bool = Field(
-        default=False, description="A decision already applied came again and was ignored."
-    )
-    followups: list[Followup] = Field(
-        default_factory=list,
-        description="When the run ended: the follow-ups it scheduled, for the engine to keep.",
-    )
     cancelled: list[str] = Field(
         default_factory=list, description="Ids of the key's waiting follow-ups to drop."
     )
 
-    @property
-    def finished(self) -> bool:
-        """Whether the run ended with this step."""
-        return self.state is None
+
+class Continue(_Step):
+    """The run goes on: the engine keeps it and performs its pending action."""
+
+    kind: Literal["continue"] = "continue"
+    state: RunState = Field(description="The run's new state.")
+    approval_requests: list[ApprovalRequest] = Field(
+        default_factory=list, description="Approval requests to emit (some calls still run)."
+    )
+
+
+class Park(_Step):
+    """The run waits for decisions only: the engine keeps it, with a timer at its earliest
+    approval deadline, and performs nothing meanwhile."""
+
+    kind: Literal["park"] = "park"
+    state: RunState = Field(description="The run's new state (`parked`).")
+    approval_requests: list[ApprovalRequest] = Field(
+        default_factory=list, description="Approval requests to emit."
+    )
+
+
+class Defer(_Step):
+    """The run waits for a spend window to have room: kept without a call until then."""
+
+    kind: Literal["defer"] = "defer"
+    state: RunState = Field(description="The run as it waits.")
+
+
+class Finish(_Step):
+    """The run ended: its output, maybe a dead letter, the key's new history."""
+
+    kind: Literal["finish"] = "finish"
+    state: None = Field(default=None, description="None: a finished run has no state.")
+    output: OutputRecord = Field(description="The run's output record.")
+    dead_letter: DeadLetter | None = Field(default=None, description="A dead letter, if any.")
+    history: list[ChatMessage] | None = Field(
+        default=None,
+        description="The key's new short-term history when it changed; None leaves the "
+        "stored history as it is.",
+    )
+    followups: list[Followup] = Field(
+        default_factory=list, description="The follow-ups it scheduled, for the engine to keep."
+    )
+
+
+class Stale(_Step):
+    """An outcome for another action than the pending one: ignored, the run as it was."""
+
+    kind: Literal["stale"] = "stale"
+    state: RunState = Field(description="The run, unchanged.")
+
+
+class Duplicate(_Step):
+    """A decision already applied came again: ignored."""
+
+    kind: Literal["duplicate"] = "duplicate"
+    state: RunState | None = Field(description="The run it named, unchanged (None: ended).")
+
+
+class Unchanged(_Step):
+    """A decision or an expiry that changed no run: a decision refused (its dead letter
+    says why), or an expiry with nothing due."""
+
+    kind: Literal["unchanged"] = "unchanged"
+    state: RunState | None = Field(description="The run it named, unchanged (None: none).")
+    dead_letter: DeadLetter | None = Field(default=None, description="Why it was refused.")
+
+
+Step = Annotated[
+    Continue | Park | Defer | Finish | Stale | Duplicate | Unchanged, Field(discriminator="kind")
+]
+"""What the engine must do after a step of a run, by kind."""
+
+
+def goes_on(
+    state: RunState,
+    events: list[RunEvent],
+    approval_requests: list[ApprovalRequest] | None = None,
+    settled: dict[str, str] | None = None,
+) -> Continue | Park:
+    """The step of a run that goes on with `state`: parked when it waits for decisions
+    only, else with its pending action to perform."""
+    kind = Park if state.parked else Continue
+    return kind(
+        state=state,
+        events=events,
+        approval_requests=approval_requests or [],
+        settled=settled or {},
+    )

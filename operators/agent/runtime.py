@@ -10,13 +10,16 @@ A run goes input → model call → (tool calls → model call)* → output. The
 - `timeout(state, now_ms)` when the run's timer fires before it finished;
 - `decide`, `expire` and `abandon_parked` on a run parked for approvals (`approval_steps`).
 
-Each returns a `Step` (`run_state`): the new `RunState` (None when the run finished), the
-event-log records to emit, and when finished the output record, maybe a dead letter, and
-the key's new short-term history. Every state change and every event happens in
+Each returns a `Step` (`run_state`), one kind per answer to "what next?": `Continue`,
+`Park`, `Defer` (with the new `RunState`), `Finish` (the output record, maybe a dead
+letter, the key's new short-term history), `Stale`, `Duplicate` or `Unchanged`; every kind
+carries the event-log records to emit. Every state change and every event happens in
 start/advance/timeout and the approval steps, and event ids derive from (run_id,
 sequence), with run_id derived from the input id, so a step repeated after recovery
 produces the same records. A model reply is applied in `model_turn`, tool results in
-`tool_turn`, a run ends in `run_endings`; `runtime_parts` builds what `from_config` needs.
+`tool_turn`, a run ends in `run_endings`; those steps read the agent through its
+`RunContext` (`run_context`), never the runtime; `runtime_parts` builds what `from_config`
+needs.
 """
 
 from __future__ import annotations
@@ -36,11 +39,9 @@ from streamagents.operators.agent._run_events import event_id_for
 from streamagents.operators.agent.approvals import ApprovalDecision
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.documents import documents_message
-from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.fingerprint import config_fingerprint
 from streamagents.operators.agent.followups import TOOL_NAME as FOLLOWUP_TOOL
 from streamagents.operators.agent.followups import Followup, is_followup_line, tool_spec
-from streamagents.operators.agent.memory import history_expired
 from streamagents.operators.agent.model_turn import apply_model_outcome
 from streamagents.operators.agent.records import (
     ErrorInfo,
@@ -55,11 +56,16 @@ from streamagents.operators.agent.replay import (
     answer_from_recording,
     replay_run_id,
 )
+from streamagents.operators.agent.run_context import RunContext
 from streamagents.operators.agent.run_endings import fail, timeout_error
 from streamagents.operators.agent.run_state import (
+    Continue,
+    Defer,
+    Finish,
     ModelAction,
     Outcome,
     RunState,
+    Stale,
     Step,
     run_id_for,
 )
@@ -68,7 +74,7 @@ from streamagents.operators.agent.tool_turn import apply_tool_outcome, outcome_f
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.message_json import MessageJson
-from streamagents.serde.messages import ChatMessage, MediaRef, TextPart, ToolCall
+from streamagents.serde.messages import ChatMessage, MediaRef, ToolCall
 from streamagents.serde.safe_text import clip
 
 __all__ = ["AgentRuntime"]
@@ -88,30 +94,41 @@ class AgentRuntime:
         self.config = config
         self.model = model
         self.tools = tools
-        self.store = store
         self.clock_ms: Callable[[], float] = lambda: time.time() * 1000
         """Wall clock `perform` bounds calls by (the engine's now_ms uses the same clock)."""
         self.documents = documents_message(config.documents, store)
         """The agent's documents, the first user message of every request (None: none)."""
-        self.wants_events = config.event_log_level != "off" or config.telemetry is not None
-        """Whether steps produce events: for the event log, or for the spans built from them."""
-        self.followups = config.followups if config.followups.enabled else None
-        """The bounds of `schedule_followup` when the agent has it (None: it does not)."""
-        if self.followups is not None and FOLLOWUP_TOOL in tools:
+        followups = config.followups if config.followups.enabled else None
+        if followups is not None and FOLLOWUP_TOOL in tools:
             raise ValueError(
                 f"a declared tool is named {FOLLOWUP_TOOL!r}, the built-in tool's name that "
                 "followups.enabled gives the agent; rename it or turn followups off"
             )
-        self.tool_specs = tools.specs() + ([tool_spec(self.followups)] if self.followups else [])
+        self.tool_specs = tools.specs() + ([tool_spec(followups)] if followups else [])
         """What the model is told about its tools: the declared ones and the built-in one."""
-        self.tool_names = [spec.name for spec in self.tool_specs]
-        """The names of the tools the model is told about."""
-        self.message_json = message_json or MessageJson()
-        """Each message's JSON text, remembered: memory accounting, the SDK worker's requests."""
+        self.context = RunContext(
+            config=config,
+            tools=tools,
+            store=store,
+            tool_names=[spec.name for spec in self.tool_specs],
+            followups=followups,
+            wants_events=config.event_log_level != "off" or config.telemetry is not None,
+            message_json=message_json or MessageJson(),
+        )
+        """What the run's steps read: settings, tools, the media store."""
         self.fingerprint = config_fingerprint(config, self.tool_specs)
         """The hash of what shapes the answers (prompt, models, tools), on each input event."""
         self.replay_policies = _replay_policies(config, tools) if config.replay else None
         """In a replay job, each tool's policy for calls the recording lacks (else None)."""
+
+    @property
+    def store(self) -> MediaStore:
+        """The media store the runs keep their media and large inputs in."""
+        return self.context.store
+
+    @store.setter
+    def store(self, store: MediaStore) -> None:
+        self.context.store = store
 
     @classmethod
     def from_config(cls, config: AgentConfig, model: ChatModel | None = None) -> AgentRuntime:
@@ -122,10 +139,6 @@ class AgentRuntime:
         """Parse an input line with this agent's key field (raises `InputError`)."""
         return parse_input(raw, self.config.key_field, self.config.input_limits)
 
-    def history_expired(self, updated_ms: int | None, now_ms: int) -> bool:
-        """Whether a key's history written at `updated_ms` has outlived the memory TTL."""
-        return history_expired(updated_ms, now_ms, self.config.memory.ttl_seconds)
-
     # -- start -----------------------------------------------------------------------------
 
     def start(
@@ -135,11 +148,11 @@ class AgentRuntime:
         now_ms: int,
         waiting: Sequence[Followup] = (),
         key_sequence: int | None = None,
-    ) -> Step:
+    ) -> Continue | Finish:
         """Begin the run of `record`: offload its media, log the input, ask for a model call.
 
         `waiting` are the key's follow-ups waiting in keyed state: a new input (not a
-        follow-up's) cancels them when `followups.cancel_on_input` is set (`Step.cancelled`).
+        follow-up's) cancels them when `followups.cancel_on_input` is set (the step's `cancelled`).
         `key_sequence` is the run's position among its key's runs (the engine counts them in
         keyed state). In a replay job the run is a replay of `record.replay_of`."""
         del history  # the run's request reads the history in perform; start changes none of it
@@ -162,13 +175,13 @@ class AgentRuntime:
             replay_of=record.replay_of if replay else None,
             recorded_tools=record.recorded_tools if replay else [],
         )
-        run = RunDraft(self, seed, now_ms)
+        run = RunDraft(self.context, seed, now_ms)
         try:
             message = self.store.offload(record.message, self.config.offload_threshold_bytes)
             missing = [
                 p.ref for p in message.media if p.ref is not None and not self.store.exists(p.ref)
             ]
-            loggable = self.loggable(message)
+            loggable = self.context.loggable(message)
         except Exception as exc:
             run.emit(
                 "input", messages=[ChatMessage.user(record.message.content)], input_id=record.id
@@ -179,7 +192,7 @@ class AgentRuntime:
             "input",
             messages=[loggable],
             input_id=record.id,
-            input_record=self._loggable_line(record) if self.wants_events else None,
+            input_record=self._loggable_line(record) if self.context.wants_events else None,
             key_sequence=key_sequence,
             config_fingerprint=self.fingerprint,
         )
@@ -194,7 +207,7 @@ class AgentRuntime:
             return fail(run, error, dead_letter=True)
         run.data["messages"].append(message)
         request_id = run.request_model(upstream=input_event)
-        return Step(
+        return Continue(
             state=run.snapshot(ModelAction(request_event_id=request_id)),
             events=run.events,
             cancelled=run.cancelled,
@@ -215,7 +228,11 @@ class AgentRuntime:
                 due_ms=due_ms if type(due_ms) is int else None,
                 input_id=record.id,
             )
-        elif self.followups is not None and self.followups.cancel_on_input and waiting:
+        elif (
+            self.context.followups is not None
+            and self.context.followups.cancel_on_input
+            and waiting
+        ):
             for followup in waiting:
                 run.emit(
                     "followup_cancelled",
@@ -227,27 +244,6 @@ class AgentRuntime:
             run.cancelled = [followup.id for followup in waiting]
             return
         run.data["followups_waiting"] = len(waiting)
-
-    def loggable(self, message: ChatMessage) -> ChatMessage:
-        """The message as events carry it: inline media stored and sent as refs.
-
-        Should the store fail, each inline part is logged as a text placeholder instead, so
-        logging never fails a run."""
-        if not has_inline_media_above(message, 0):
-            return message
-        try:
-            return self.store.offload(message, 0)
-        except Exception as exc:
-            parts = [
-                TextPart(
-                    text=f"[{p.kind} {p.mime_type}, {len(p.data)} bytes, not stored: "
-                    f"{type(exc).__name__}]"
-                )
-                if not isinstance(p, TextPart) and p.data is not None
-                else p
-                for p in message.parts
-            ]
-            return message.model_copy(update={"parts": parts})
 
     def _loggable_line(self, record: InputRecord) -> str:
         """The input line as the log keeps it: inline media as store refs, a replay line
@@ -277,26 +273,6 @@ class AgentRuntime:
         except Exception:
             return raw, None  # keeping it inline is the only way not to lose it
 
-    def received_input(self, state: RunState) -> str:
-        """The input line of a run as received, read back from the store when it was large."""
-        if state.raw is not None:
-            return state.raw
-        if state.raw_ref is None:
-            return ""
-        try:
-            return self.store.get(state.raw_ref).decode()
-        except Exception as exc:
-            return f"<raw input unavailable: {type(exc).__name__}>"
-
-    def dead_letter(self, state: RunState, error: ErrorInfo) -> DeadLetter:
-        """The dead letter of a run that failed: `error` and the input as received.
-
-        Reads the store when the input was large: the engine calls it off its task thread.
-        """
-        return DeadLetter.build(
-            "run", error, self.received_input(state), key=state.key, record_id=state.input_id
-        )
-
     # -- perform ---------------------------------------------------------------------------
 
     async def perform(self, state: RunState, history: Sequence[ChatMessage]) -> Outcome:
@@ -306,7 +282,7 @@ class AgentRuntime:
         `Outcome.error`. Changes nothing, so it may be issued again for the same state."""
         pending = state.pending
         started = time.monotonic()
-        deadline_ms = state.timeout_base_ms + self.config.budgets.run_timeout_s * 1000
+        deadline_ms = state.deadline_ms(self.config.budgets.run_timeout_s)
         remaining_s = (deadline_ms - self.clock_ms()) / 1000
         model_turn = isinstance(pending, ModelAction)
         outcome: dict[str, Any] = {
@@ -385,31 +361,31 @@ class AgentRuntime:
 
         `history` is the key's current short-term history (the list given to `perform`); the
         new history of a finished run is computed from it, so pass it (None counts as empty).
-        An outcome for an action other than the pending one is ignored (`Step.stale`)."""
+        An outcome for an action other than the pending one is ignored (`Stale`)."""
         if (
             outcome.action_id != state.pending.request_event_id
             or outcome.kind != state.pending.kind
             or not outcome_fits(state.pending, outcome)
         ):
-            return Step(state=state, stale=True)
-        run = RunDraft(self, state, now_ms)
+            return Stale(state=state)
+        run = RunDraft(self.context, state, now_ms)
         if outcome.error is not None and outcome.error.type == "RunTimeout":
             return fail(run, timeout_error(self.config), dead_letter=False)
-        if now_ms - state.timeout_base_ms >= self.config.budgets.run_timeout_s * 1000:
+        if now_ms >= state.deadline_ms(self.config.budgets.run_timeout_s):
             return fail(run, timeout_error(self.config), dead_letter=False)
         if isinstance(state.pending, ModelAction):
             return apply_model_outcome(run, state.pending, outcome, history or [])
         return apply_tool_outcome(run, state.pending, outcome)
 
-    def timeout(self, state: RunState, now_ms: int) -> Step:
+    def timeout(self, state: RunState, now_ms: int) -> Finish:
         """End the run because its run_timeout_s budget elapsed."""
-        run = RunDraft(self, state, now_ms)
+        run = RunDraft(self.context, state, now_ms)
         return fail(run, timeout_error(self.config), dead_letter=False)
 
-    def refuse(self, state: RunState, error: ErrorInfo, now_ms: int) -> Step:
+    def refuse(self, state: RunState, error: ErrorInfo, now_ms: int) -> Finish:
         """End the run before its next model call, which a spend budget (or its input's
         missing tenant) does not allow: an error output and a dead letter with its input."""
-        return fail(RunDraft(self, state, now_ms), error, dead_letter=True)
+        return fail(RunDraft(self.context, state, now_ms), error, dead_letter=True)
 
     def defer(
         self,
@@ -419,10 +395,10 @@ class AgentRuntime:
         window_s: float,
         until_ms: int,
         now_ms: int,
-    ) -> Step:
+    ) -> Defer:
         """Log that the run waits until `until_ms` for `budget`'s window to have room; its
         pending model call is made then."""
-        run = RunDraft(self, state, now_ms)
+        run = RunDraft(self.context, state, now_ms)
         run.emit(
             "budget_deferred",
             input_id=state.input_id,
@@ -431,7 +407,7 @@ class AgentRuntime:
             window_s=window_s,
             until_ms=until_ms,
         )
-        return Step(state=run.snapshot(state.pending), events=run.events)
+        return Defer(state=run.snapshot(state.pending), events=run.events)
 
     # -- a run parked for approvals (approval_steps) -----------------------------------------
 
@@ -451,18 +427,18 @@ class AgentRuntime:
         Approve: the call may run, with the decision's arguments if it edited them.
         Reject: its result is an error saying so, with the comment. A decision for an
         unknown, expired or otherwise decided call is a dead letter saying which; the same
-        decision again is ignored (`Step.duplicate`)."""
-        return approval_steps.decide(self, state, decision, now_ms, settled, key)
+        decision again is ignored (`Duplicate`)."""
+        return approval_steps.decide(self.context, state, decision, now_ms, settled, key)
 
     def expire(self, state: RunState, now_ms: int) -> Step:
         """Reject every waiting approval whose deadline has passed as timed out; the run
         goes on. With none due, the state comes back unchanged."""
-        return approval_steps.expire(self, state, now_ms)
+        return approval_steps.expire(self.context, state, now_ms)
 
-    def abandon_parked(self, state: RunState, now_ms: int) -> Step:
+    def abandon_parked(self, state: RunState, now_ms: int) -> Finish:
         """End a parked run that can never be decided (its bounded input ended): an error
         output and a dead letter with its input, to run it again."""
-        return approval_steps.abandon_parked(self, state, now_ms)
+        return approval_steps.abandon_parked(self.context, state, now_ms)
 
     async def aclose(self) -> None:
         """Close the model client and the tools' thread pool."""

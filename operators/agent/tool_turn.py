@@ -8,11 +8,13 @@ from streamagents.operators.agent.approvals import PendingApproval
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_endings import fail
 from streamagents.operators.agent.run_state import (
+    Continue,
     ModelAction,
     Outcome,
     PendingAction,
     Step,
     ToolAction,
+    goes_on,
 )
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -66,7 +68,7 @@ def record_results(
                 upstream=request_id,
                 tool_results=[results[call.id]],
                 latency_ms=latency_ms,
-                **run.runtime.tools.origin(call.name),
+                **run.context.tools.origin(call.name),
             )
     action = pending.model_copy(
         update={
@@ -75,7 +77,7 @@ def record_results(
         }
     )
     if len(done) < len(pending.calls):
-        return Step(state=run.snapshot(action), events=run.events, settled=settled or {})
+        return goes_on(run.snapshot(action), run.events, settled=settled)
     step = end_tool_turn(run, action)
     return step.model_copy(update={"settled": settled or {}})
 
@@ -83,14 +85,14 @@ def record_results(
 def end_tool_turn(run: RunDraft, pending: ToolAction) -> Step:
     """Every call of the turn has its result: add them in the model's order, go on."""
     data = run.data
-    names = run.runtime.tool_names
+    names = run.context.tool_names
     data["tool_calls"] += len(pending.calls)
     unknown = [call.name for call in pending.calls if call.name not in names]
     data["unknown_tool_calls"] += len(unknown)
     for call in pending.calls:
         data["messages"].append(pending.done[call.id])
     last = run.data["last_event_id"]
-    budgets = run.runtime.config.budgets
+    budgets = run.context.config.budgets
     if data["unknown_tool_calls"] > budgets.max_unknown_tool_calls:
         quoted = ", ".join(repr(n) for n in unknown)
         error = ErrorInfo(
@@ -102,4 +104,4 @@ def end_tool_turn(run: RunDraft, pending: ToolAction) -> Step:
         )
         return fail(run, error, dead_letter=True)
     request_id = run.request_model(upstream=last)
-    return Step(state=run.snapshot(ModelAction(request_event_id=request_id)), events=run.events)
+    return Continue(state=run.snapshot(ModelAction(request_event_id=request_id)), events=run.events)

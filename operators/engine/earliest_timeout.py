@@ -1,4 +1,4 @@
-"""The earliest timeout base among a subtask's live calls, without a scan of them all.
+"""The earliest deadline among a subtask's live calls, without a scan of them all.
 
 Calls whose outcome waits for its timer stay among the live calls, and under a backlog
 they pile up: a `min()` over all of them for every input cost a quarter of the task
@@ -21,22 +21,22 @@ C = TypeVar("C")
 
 
 class EarliestTimeout(Generic[C]):
-    """The smallest base of the calls in `live` (a key -> call mapping the caller owns)."""
+    """The earliest deadline of the calls in `live` (a key -> call mapping the caller owns)."""
 
     def __init__(self, live: Mapping[str, C]) -> None:
         self._live = live
         self._heap: list[tuple[int, int, str, C]] = []
         self._numbers = itertools.count()  # ties never compare keys or calls
 
-    def add(self, key: str, call: C, base_ms: int) -> None:
-        """Note a call just made live under `key` with its timeout base."""
+    def add(self, key: str, call: C, deadline_ms: int) -> None:
+        """Note a call just made live under `key` with its run's deadline."""
         if len(self._heap) > 4 * len(self._live) + 64:
             self._heap = [entry for entry in self._heap if self._live.get(entry[2]) is entry[3]]
             heapq.heapify(self._heap)
-        heapq.heappush(self._heap, (base_ms, next(self._numbers), key, call))
+        heapq.heappush(self._heap, (deadline_ms, next(self._numbers), key, call))
 
     def earliest_ms(self) -> int | None:
-        """The smallest timeout base among the live calls; None when there is none."""
+        """The earliest deadline among the live calls; None when there is none."""
         heap = self._heap
         while heap and self._live.get(heap[0][2]) is not heap[0][3]:
             heapq.heappop(heap)

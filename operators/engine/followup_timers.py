@@ -1,10 +1,10 @@
 """Follow-ups a run scheduled, waiting in keyed state for their due time.
 
 When a run that scheduled follow-ups (`schedule_followup`) ends, each is kept in the key's
-`followups` map with a processing-time timer at its due time (and the key's end-of-input
-timer). When it is due its input line starts a run, or waits in the key's queue behind its
-run. Once the input has ended a waiting follow-up can never run: it becomes a
-`FollowupPending` dead letter holding its line. See docs/followups.md.
+`followups` map with a processing-time timer at its due time (the engine holds the key's
+end-of-input timer for them). When it is due its input line starts a run, or waits in the
+key's queue behind its run. Once the input has ended a waiting follow-up can never run: it
+becomes a `FollowupPending` dead letter holding its line. See docs/followups.md.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.followups import Followup, followup_line
 from streamagents.operators.agent.records import ErrorInfo
-from streamagents.operators.engine.input_end import InputEnd
-from streamagents.operators.engine.keyed_port import KeyedPort, StateKind
+from streamagents.operators.engine.input_end import Phase
+from streamagents.operators.engine.keyed_port import KeyContext, MapState
 
 __all__ = ["FollowupTimers"]
 
@@ -25,12 +24,11 @@ __all__ = ["FollowupTimers"]
 class FollowupTimers:
     """The current key's waiting follow-ups and their timers."""
 
-    def __init__(self, port: KeyedPort, config: AgentConfig, input_end: InputEnd) -> None:
+    def __init__(self, state: MapState, port: KeyContext, enabled: bool, key_field: str) -> None:
         self._port = port
-        self._followups = port.map_state("followups", StateKind.TEXT, StateKind.TEXT)
-        self.enabled = config.followups.enabled
-        self._key_field = config.key_field
-        self._input_end = input_end
+        self._followups = state
+        self.enabled = enabled
+        self._key_field = key_field
 
     def waiting(self) -> list[Followup]:
         """The key's follow-ups waiting in keyed state, by due time."""
@@ -39,17 +37,14 @@ class FollowupTimers:
         waiting = [Followup.model_validate_json(v) for v in self._followups.values()]
         return sorted(waiting, key=lambda f: (f.due_ms, f.id))
 
-    def keep(self, followups: list[Followup]) -> list[DeadLetter]:
-        """Keep the follow-ups a run scheduled, each with its due-time timer and the key's
-        end-of-input timer; once the input has ended, their dead letters instead."""
-        if not followups:
-            return []
-        if self._input_end.draining:
+    def keep(self, followups: list[Followup], phase: Phase) -> list[DeadLetter]:
+        """Keep the follow-ups a run scheduled, each with its due-time timer; once the input
+        has ended, their dead letters instead."""
+        if phase is Phase.DRAINING:
             return self.drop(followups)
         for followup in followups:
             self._followups.put(followup.id, followup.model_dump_json())
             self._port.register_processing_timer(followup.due_ms)
-        self._input_end.hold()
         return []
 
     def cancel(self, followup_ids: list[str]) -> None:

@@ -12,21 +12,34 @@ idle.
 
 from __future__ import annotations
 
-from streamagents.operators.engine.keyed_port import KeyedPort
+from enum import Enum
 
-__all__ = ["FAR_FUTURE_MS", "InputEnd"]
+from streamagents.operators.engine.keyed_port import KeyContext
+
+__all__ = ["FAR_FUTURE_MS", "InputEnd", "Phase"]
 
 FAR_FUTURE_MS = 1 << 62
 """Event-time timers at or above this fire only when the end of input lifts the watermark."""
 
 
+class Phase(Enum):
+    """Where the subtask is in its input: running, or draining after its end. The engine
+    reads it once per callback and hands it to the steps and parts that act on it."""
+
+    RUNNING = "running"
+    """Inputs and decisions may still come."""
+    DRAINING = "draining"
+    """The input has ended: no input or decision can come any more, processing-time timers
+    no longer fire, and every busy key is finished on event-time timers."""
+
+
 class InputEnd:
     """Whether the input has ended, and the timers that carry a key through the drain."""
 
-    def __init__(self, port: KeyedPort) -> None:
+    def __init__(self, port: KeyContext) -> None:
         self._port = port
-        self.draining = False
-        """Whether the end of input has been seen: no input or decision can come any more."""
+        self.phase = Phase.RUNNING
+        """`DRAINING` once the end of input has been seen."""
         self._last_ms = FAR_FUTURE_MS
 
     def hold(self) -> None:
@@ -39,7 +52,7 @@ class InputEnd:
 
     def ended_at(self, timestamp: int) -> None:
         """An event-time timer fired: the input has ended."""
-        self.draining = True
+        self.phase = Phase.DRAINING
         self._last_ms = max(self._last_ms, timestamp)
 
     def next_look(self) -> int:

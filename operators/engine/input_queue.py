@@ -14,7 +14,8 @@ state so a replay numbers them alike; each run gets its key's next run sequence 
 from __future__ import annotations
 
 from streamagents.operators.agent.records import InputRecord, numbered
-from streamagents.operators.engine.keyed_port import KeyedPort, StateKind
+from streamagents.operators.engine.keyed_port import KeyContext
+from streamagents.operators.engine.keyed_state import QueueState
 from streamagents.operators.engine.metrics import EngineMetrics
 
 __all__ = ["InputQueue"]
@@ -23,12 +24,14 @@ __all__ = ["InputQueue"]
 class InputQueue:
     """Per-key FIFO of input lines, and the subtask's count of waiting inputs."""
 
-    def __init__(self, port: KeyedPort, max_waiting: int, metrics: EngineMetrics) -> None:
-        self._lines = port.map_state("queue", StateKind.INT, StateKind.TEXT)
-        self._head = port.value_state("queue_head", StateKind.INT)
-        self._tail = port.value_state("queue_tail", StateKind.INT)
-        self._unnamed = port.value_state("inputs_without_id", StateKind.INT)
-        self._runs = port.value_state("key_runs", StateKind.INT)
+    def __init__(
+        self, state: QueueState, port: KeyContext, max_waiting: int, metrics: EngineMetrics
+    ) -> None:
+        self._lines = state.lines
+        self._head = state.head
+        self._tail = state.tail
+        self._unnamed = state.inputs_without_id
+        self._runs = state.key_runs
         self._port = port
         self._max_waiting = max_waiting
         self._metrics = metrics

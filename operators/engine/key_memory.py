@@ -11,10 +11,10 @@ building its config needs the Py4J gateway, which a TaskManager's embedded Pytho
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
-from streamagents.operators.engine.input_queue import InputQueue
-from streamagents.operators.engine.keyed_port import KeyedPort, StateKind
+from streamagents.operators.agent.memory import history_expired
+from streamagents.operators.engine.keyed_port import KeyContext
+from streamagents.operators.engine.keyed_state import MemoryState
 from streamagents.operators.engine.metrics import EngineMetrics
 from streamagents.operators.engine.stored_history import HistoryCache
 from streamagents.serde.messages import ChatMessage
@@ -27,16 +27,16 @@ class KeyMemory:
 
     def __init__(
         self,
-        port: KeyedPort,
+        state: MemoryState,
+        port: KeyContext,
         ttl_seconds: float | None,
-        expired: Callable[[int | None, int], bool],
         metrics: EngineMetrics,
     ) -> None:
         self._port = port
-        self._history = port.value_state("history", StateKind.BYTES)
-        self._cleanup_at = port.value_state("cleanup_at", StateKind.INT)
+        self._history = state.history
+        self._cleanup_at = state.cleanup_at
+        self._ttl_s = ttl_seconds
         self._ttl_ms = None if ttl_seconds is None else math.ceil(ttl_seconds * 1000)
-        self._expired = expired
         self._metrics = metrics
         self._cache = HistoryCache()
 
@@ -47,7 +47,7 @@ class KeyMemory:
             return []
         key = self._port.current_key()
         history = self._cache.decode(key, stored)
-        if self._expired(history.updated_ms, now_ms):
+        if history_expired(history.updated_ms, now_ms, self._ttl_s):
             self._history.clear()
             self._cache.forget(key)
             return []
@@ -74,19 +74,18 @@ class KeyMemory:
         if due is not None:
             self._port.register_processing_timer(due)
 
-    def clean_up(self, timestamp: int, queue: InputQueue) -> None:
-        """On the cleanup timer of an idle key: drop its history, which has expired, and its
-        count of inputs without an id, so a key that stays away leaves nothing in state.
+    def clean_up(self, timestamp: int) -> bool:
+        """On the cleanup timer of an idle key (no run, no waiting input): drop its history,
+        which has expired; returns whether it did, so the key's count of inputs without an
+        id goes too and a key that stays away leaves nothing in state.
 
         Every history write moves the due time to that write + TTL, so a timer that still
         finds its own time there fires after the history's expiry (no need to decode it).
         """
         if self._ttl_ms is None or self._cleanup_at.value() != timestamp:
-            return
-        if queue.has_lines():
-            return
+            return False
         if self._history.value() is not None:
             self._history.clear()
             self._metrics.histories_expired.inc()
-        queue.forget_numbering()
         self._cleanup_at.clear()
+        return True

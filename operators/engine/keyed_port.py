@@ -1,11 +1,11 @@
 """The engine's window on Flink: keyed state of the current key, timers, clock, watermark.
 
-The engine's parts declare their state through a `KeyedPort` once, when the engine is
-built, and read and write it for whichever key the port is on at that moment, exactly as
-a Flink `KeyedProcessFunction` does. Two implementations have the same semantics:
-`operators.flink.keyed_port.FlinkKeyedPort` (PyFlink's state and timer service) and
-`operators.engine.memory_port.InMemoryKeyedPort` (dicts, a manual clock, snapshots), which
-the engine's tests drive.
+The engine declares its state through a `KeyedPort` once, when it is built (all of it in
+`keyed_state.py`), and its parts read and write it for whichever key the port is on at
+that moment, exactly as a Flink `KeyedProcessFunction` does. Two implementations have the
+same semantics: `operators.flink.keyed_port.FlinkKeyedPort` (PyFlink's state and timer
+service) and `operators.engine.memory_port.InMemoryKeyedPort` (dicts, a manual clock,
+snapshots), which the engine's tests drive.
 
 Semantics both keep (Flink's): state and timers belong to the current key; a timer is
 identified by (key, domain, timestamp), so registering it twice keeps one; timers are
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any, Protocol
 
-__all__ = ["MAX_WATERMARK", "KeyedPort", "MapState", "StateKind", "ValueState"]
+__all__ = ["MAX_WATERMARK", "KeyContext", "KeyedPort", "MapState", "StateKind", "ValueState"]
 
 MAX_WATERMARK = (1 << 63) - 1
 """The watermark at the end of a bounded input (Java's `Long.MAX_VALUE`)."""
@@ -61,16 +61,9 @@ class MapState(Protocol):
     def is_empty(self) -> bool: ...
 
 
-class KeyedPort(Protocol):
-    """Keyed state and timers of the key being processed, and the operator's clocks."""
-
-    def value_state(self, name: str, kind: StateKind) -> ValueState:
-        """Declare (when the engine is built) a value state named `name`."""
-        ...
-
-    def map_state(self, name: str, key_kind: StateKind, value_kind: StateKind) -> MapState:
-        """Declare (when the engine is built) a map state named `name`."""
-        ...
+class KeyContext(Protocol):
+    """The key being processed, its timers and the operator's clocks: what an engine part
+    uses of the port besides the state handles `keyed_state.declare` gives it."""
 
     def current_key(self) -> str:
         """The key whose element or timer is being processed."""
@@ -91,3 +84,15 @@ class KeyedPort(Protocol):
     def register_event_timer(self, timestamp_ms: int) -> None: ...
 
     def delete_event_timer(self, timestamp_ms: int) -> None: ...
+
+
+class KeyedPort(KeyContext, Protocol):
+    """Keyed state and timers of the key being processed, and the operator's clocks."""
+
+    def value_state(self, name: str, kind: StateKind) -> ValueState:
+        """Declare (when the engine is built) a value state named `name`."""
+        ...
+
+    def map_state(self, name: str, key_kind: StateKind, value_kind: StateKind) -> MapState:
+        """Declare (when the engine is built) a map state named `name`."""
+        ...

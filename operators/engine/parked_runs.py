@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from streamagents.operators.agent import RunState
 from streamagents.operators.agent.approvals import forgotten, settled_entry, settled_fingerprint
-from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.config import WhileParked
 from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.parked_keys import goes_aside, next_ready, refusal
-from streamagents.operators.engine.input_queue import InputQueue
-from streamagents.operators.engine.keyed_port import KeyedPort, StateKind
+from streamagents.operators.engine.keyed_port import KeyContext
+from streamagents.operators.engine.keyed_state import ParkedState
 
 __all__ = ["MAX_SETTLED_PER_KEY", "ParkedRuns"]
 
@@ -29,12 +29,15 @@ MAX_SETTLED_PER_KEY = 256
 class ParkedRuns:
     """The current key's parked and set-aside runs and its settled approvals."""
 
-    def __init__(self, port: KeyedPort, config: AgentConfig) -> None:
+    def __init__(
+        self, state: ParkedState, port: KeyContext, while_parked: WhileParked, max_inputs: int
+    ) -> None:
         self._port = port
-        self._config = config
-        self._settled = port.map_state("approvals_settled", StateKind.TEXT, StateKind.TEXT)
-        self._aside = port.map_state("parked_aside", StateKind.TEXT, StateKind.TEXT)
-        self.separate = config.while_parked == "separate_run"
+        self._while_parked = while_parked
+        self._max_inputs = max_inputs
+        self._settled = state.settled
+        self._aside = state.aside
+        self.separate = while_parked == "separate_run"
         """Whether a parked run is set aside so the key's next input runs at once."""
 
     def park(self, state: RunState) -> None:
@@ -45,7 +48,7 @@ class ParkedRuns:
 
     def goes_aside(self, state: RunState) -> bool:
         """Whether a run that just parked is set aside."""
-        return goes_aside(self._config, state)
+        return goes_aside(self._while_parked, state)
 
     def set_aside(self, state: RunState) -> None:
         """Keep a run in the key's `parked_aside` map, with its deadline timer."""
@@ -74,18 +77,15 @@ class ParkedRuns:
             return None
         return next_ready(RunState.model_validate_json(v) for v in self._aside.values())
 
-    def refusal_letter(
-        self, raw: str, stored_run: str | None, queue: InputQueue
-    ) -> DeadLetter | None:
-        """The dead letter of an input the key, having a parked run, holds no more room for;
-        None when it has room or no parked run."""
+    def refusal_letter(self, raw: str, stored_run: str | None, queued: int) -> DeadLetter | None:
+        """The dead letter of an input the key, having a parked run and `queued` waiting
+        inputs, holds no more room for; None when it has room or no parked run."""
         parked = len(list(self._aside.keys())) if self.separate else 0
         if stored_run is not None and RunState.model_validate_json(stored_run).parked:
             parked += 1
         if not parked:
             return None
-        bound = self._config.max_inputs_per_parked_key
-        error = refusal(parked + queue.length(), bound, self._config.while_parked)
+        error = refusal(parked + queued, self._max_inputs, self._while_parked)
         if error is None:
             return None
         return DeadLetter.build("queue", error, raw, key=self._port.current_key())

@@ -4,8 +4,8 @@ A run's pending action (a model call, tool calls) runs as a coroutine on a `Call
 (the `EngineLoop` thread in a job), bounded by `max_in_flight`; the task thread never
 awaits it. Its outcome reaches the task thread through a processing-time timer for its
 key, set at the call's estimated completion time (`PollSchedule`), or, while draining at
-the end of input, an event-time timer (`InputEnd`). A call still running at its deadline
-(the run's timeout plus a grace period) is given up.
+the end of input, an event-time timer the engine sets (`InputEnd`). A call still running
+at its deadline (the run's timeout plus a grace period) is given up.
 
 When every slot is held (calls waiting in the model's admission for a Retry-After pause,
 say), the task thread does not wait for one longer than `SLOT_WAIT_S`: the input waits in
@@ -22,12 +22,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from streamagents.connectors.providers.failover import FailoverModel
-from streamagents.operators.agent import AgentRuntime, Outcome, RunState
+from streamagents.operators.agent import Outcome, RunState
 from streamagents.operators.engine.earliest_timeout import EarliestTimeout
 from streamagents.operators.engine.engine_loop import Timed
-from streamagents.operators.engine.input_end import InputEnd
-from streamagents.operators.engine.keyed_port import KeyedPort
+from streamagents.operators.engine.keyed_port import KeyContext
 from streamagents.operators.engine.metrics import EngineMetrics
 from streamagents.operators.engine.poll_schedule import PollSchedule
 from streamagents.serde.messages import ChatMessage
@@ -83,20 +81,16 @@ class RunDriver:
 
     def __init__(
         self,
-        port: KeyedPort,
+        port: KeyContext,
         runner: CallRunner,
-        runtime: AgentRuntime,
         run_timeout_s: float,
-        input_end: InputEnd,
         metrics: EngineMetrics,
         clock_s: Callable[[], float] = time.monotonic,
     ) -> None:
         self._port = port
         self._clock_s = clock_s
         self._runner = runner
-        self._runtime = runtime
-        self._timeout_ms = int(run_timeout_s * 1000)
-        self._input_end = input_end
+        self._run_timeout_s = run_timeout_s
         self._metrics = metrics
         self._calls: dict[str, Call] = {}
         self._earliest: EarliestTimeout[Call] = EarliestTimeout(self._calls)
@@ -114,40 +108,42 @@ class RunDriver:
 
     def timed_out(self, state: RunState, now_ms: int) -> bool:
         """Whether a run without a live call is past its timeout."""
-        return now_ms >= state.timeout_base_ms + self._timeout_ms
+        return now_ms >= state.deadline_ms(self._run_timeout_s)
 
     def deadline(self, call: Call) -> int:
         """When a call still running is given up (its run's timeout plus a grace period)."""
-        return call.state.timeout_base_ms + self._timeout_ms + TIMEOUT_GRACE_MS
+        return call.state.deadline_ms(self._run_timeout_s) + TIMEOUT_GRACE_MS
 
-    def issue(self, state: RunState, history: list[ChatMessage], now_ms: int) -> None:
-        """Hand the current key's pending action to the runner and arm the look for it."""
+    def issue(
+        self, state: RunState, history: list[ChatMessage], action: Awaitable[Outcome]
+    ) -> Call:
+        """Hand the current key's pending `action` (performing `state`'s) to the runner; the
+        caller arms the look for it."""
         call = Call(
             state=state,
             history=history,
-            future=self._runner.submit(self._runtime.perform(state, history)),
+            future=self._runner.submit(action),
             submitted=self._clock_s(),
             kind=state.pending.kind,
         )
         key = self._port.current_key()
         self._calls[key] = call
-        self._earliest.add(key, call, state.timeout_base_ms)
+        self._earliest.add(key, call, state.deadline_ms(self._run_timeout_s))
         self._count()
-        self.arm(call, now_ms)
+        return call
 
     def arm(self, call: Call, now_ms: int) -> None:
-        """Set the timer that looks for the call's outcome next."""
-        if self._input_end.draining:
-            call.drain_at = self._input_end.next_look()
-            return
+        """Set the processing-time timer that looks for the call's outcome next (while the
+        input runs; the drain looks on the engine's event-time timers)."""
         elapsed_ms = (self._clock_s() - call.submitted) * 1000
         delay = self._schedule.next_delay_ms(call.kind, elapsed_ms)
         call.poll_at = now_ms + max(1, min(delay, self.deadline(call) - now_ms))
         self._port.register_processing_timer(call.poll_at)
 
-    def looks_at(self, call: Call, timestamp: int, draining: bool) -> bool:
-        """Whether the timer at `timestamp` is the one that looks for `call`."""
-        return (call.drain_at if draining else call.poll_at) == timestamp
+    def looks_at(self, call: Call, timestamp: int, event_time: bool) -> bool:
+        """Whether the timer at `timestamp` (an event-time one: a drain look) is the one that
+        looks for `call`."""
+        return (call.drain_at if event_time else call.poll_at) == timestamp
 
     def take(self, key: str) -> None:
         """The key's call is no longer live (its outcome is being applied, or it was dropped)."""
@@ -160,15 +156,8 @@ class RunDriver:
         self.take(key)
 
     def observe(self, call: Call, timed: Timed[Outcome]) -> None:
-        """Fold a finished call's duration into the poll schedule and the metrics."""
+        """Fold a finished call's duration into the poll schedule."""
         self._schedule.observe(call.kind, (timed.finished - call.submitted) * 1000)
-        if timed.value.kind == "model":
-            self._metrics.model_latency(timed.value.latency_ms)
-            model = self._runtime.model
-            if timed.value.response is not None:
-                self._metrics.model_answered(timed.value.response, self._runtime.config.model.name)
-            if isinstance(model, FailoverModel):
-                self._metrics.breakers(model.breakers)
 
     def wait(self, call: Call, timeout_s: float) -> None:
         """Block the task thread until the call is done or `timeout_s` has passed."""
@@ -181,8 +170,7 @@ class RunDriver:
         if earliest is None:
             timeout_s = 1.0
         else:
-            due = earliest + self._timeout_ms
-            timeout_s = max(0.01, (due + TIMEOUT_GRACE_MS - now_ms) / 1000)
+            timeout_s = max(0.01, (earliest + TIMEOUT_GRACE_MS - now_ms) / 1000)
         if limit_s is not None:
             timeout_s = min(timeout_s, limit_s)
         return self._runner.wait_for_slot(timeout_s)

@@ -35,11 +35,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from streamagents.operators.agent.config import AgentConfig, SpendBudget
+from streamagents.operators.agent.config import Budgets, SpendBudget
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_endings import budget_error
 from streamagents.operators.agent.run_state import RunState
-from streamagents.operators.engine.keyed_port import KeyedPort, StateKind
+from streamagents.operators.engine.keyed_state import SpendState
 from streamagents.operators.engine.rolling_spend import RollingSpend, Spent
 
 __all__ = ["Deferral", "Refusal", "SpendBudgets", "tenant_of"]
@@ -65,13 +65,14 @@ class Deferral:
     until_ms: int
 
 
-def tenant_of(config: AgentConfig, key: str, attributes: dict[str, Any]) -> str | None:
+def tenant_of(budgets: Budgets, key_field: str, key: str, attributes: dict[str, Any]) -> str | None:
     """The tenant a run's input names in the field `budgets.per_tenant.field` (its key when
-    that is the key field); None when the input has no such field or it is not text."""
-    budget = config.budgets.per_tenant
+    that is the key field `key_field`); None when the input has no such field or it is not
+    text."""
+    budget = budgets.per_tenant
     if budget is None:
         return None
-    if budget.field == config.key_field:
+    if budget.field == key_field:
         return key
     value: Any = attributes
     for part in budget.field.split("."):
@@ -82,19 +83,19 @@ def tenant_of(config: AgentConfig, key: str, attributes: dict[str, Any]) -> str 
 class SpendBudgets:
     """The current key's and its tenant's spend windows: checks before calls, charges after."""
 
-    def __init__(self, port: KeyedPort, config: AgentConfig) -> None:
-        self._config = config
-        budgets = config.budgets
+    def __init__(self, state: SpendState, budgets: Budgets, key_field: str, subtasks: int) -> None:
+        self._budgets = budgets
+        self._key_field = key_field
         self._per_key = budgets.per_key
         self._per_tenant = budgets.per_tenant
         self._per_job = budgets.per_job
-        self._parallelism = max(1, config.subtasks)
+        self._parallelism = max(1, subtasks)
         self.enabled = any(b is not None for b in (self._per_key, self._per_tenant, self._per_job))
-        self._key_spend = port.value_state("spend_key", StateKind.TEXT)
-        self._tenant_copy = port.value_state("spend_tenant", StateKind.TEXT)
-        self._job_copy = port.value_state("spend_job", StateKind.TEXT)
+        self._key_spend = state.key_spend
+        self._tenant_copy = state.tenant_copy
+        self._job_copy = state.job_copy
         self._job: RollingSpend | None = None
-        self._deferred = port.value_state("spend_deferred", StateKind.TEXT)
+        self._deferred = state.deferred
         self._ledger: dict[str, RollingSpend] = {}
 
     # -- the windows -----------------------------------------------------------------------
@@ -157,7 +158,7 @@ class SpendBudgets:
                 return found
         if self._per_tenant is not None:
             budget = self._per_tenant
-            tenant = tenant_of(self._config, state.key, state.attributes)
+            tenant = tenant_of(self._budgets, self._key_field, state.key, state.attributes)
             if tenant is None:
                 return ErrorInfo(
                     type="MissingTenant",

@@ -28,6 +28,7 @@ from streamagents.operators.agent.approvals import ApprovalDecision, decision_li
 from streamagents.operators.agent.config import ModelSpec
 from streamagents.operators.agent.emitted_records import ApprovalRequest
 from streamagents.operators.agent.records import InputRecord
+from streamagents.operators.agent.run_state import Continue, Park
 from streamagents.serde.chat import ChatResponse, ToolSpec
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -36,12 +37,13 @@ DESK = EXAMPLES / "data" / "desk"
 
 def settle(runtime: AgentRuntime, step: Step, now: int, asked: list[ApprovalRequest]) -> Step:
     """Perform and advance until the run parks or ends; collect its approval requests."""
-    asked += step.approval_requests
-    while step.state is not None and not step.state.parked:
+    while True:
+        if isinstance(step, Continue | Park):
+            asked += step.approval_requests
+        if step.state is None or step.state.parked:
+            return step
         outcome = asyncio.run(runtime.perform(step.state, []))
         step = runtime.advance(step.state, outcome, now, [])
-        asked += step.approval_requests
-    return step
 
 
 def test_the_decisions_file_approves_one_refund_and_rejects_the_other(

@@ -1,12 +1,15 @@
 """The typed records a run emits serialise to exactly the JSON the hand-built dicts gave
-(the format users read), and a `Step` carrying them still round-trips through JSON."""
+(the format users read), and a `Step` of each kind carrying them still round-trips through
+JSON."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from streamagents.operators.agent import Step
+from pydantic import TypeAdapter
+
+from streamagents.operators.agent import RunState, Step
 from streamagents.operators.agent.emitted_records import (
     ApprovalRequest,
     DeadLetter,
@@ -14,8 +17,11 @@ from streamagents.operators.agent.emitted_records import (
     dead_letter_record,
 )
 from streamagents.operators.agent.records import ErrorInfo
+from streamagents.operators.agent.run_state import Continue, Finish, ModelAction
 from streamagents.serde.chat import AnsweredBy, TokenUsage
 from streamagents.serde.messages import ImagePart, MediaRef, TextPart
+
+STEP: TypeAdapter[Step] = TypeAdapter(Step)
 
 REF = MediaRef(sha256="ab" * 32, mime_type="image/png", size_bytes=3, uri="file:///m/ab")
 PARTS = [TextPart(text="voilà, le reçu"), ImagePart(mime_type="image/png", ref=REF)]
@@ -141,12 +147,21 @@ def test_a_step_carrying_typed_records_round_trips_through_json() -> None:
         requested_ms=1,
         deadline_ms=2,
     )
-    step = Step(
-        state=None,
-        output=output_record("ok", None, PARTS),
-        dead_letter=letter,
-        approval_requests=[request],
+    state = RunState(
+        run_id="r",
+        input_id="i",
+        key="k",
+        started_ms=1,
+        messages=[],
+        pending=ModelAction(request_event_id="r.0002"),
     )
-    again = Step.model_validate_json(step.model_dump_json())
-    assert again == step
-    assert again.output is not None and again.output.to_json() == step.output.to_json()
+    steps: list[Step] = [
+        Finish(output=output_record("ok", None, PARTS), dead_letter=letter),
+        Continue(state=state, approval_requests=[request]),
+    ]
+    for step in steps:
+        again = STEP.validate_json(STEP.dump_json(step))
+        assert type(again) is type(step) and again == step
+    finished = STEP.validate_json(STEP.dump_json(steps[0]))
+    assert isinstance(finished, Finish)
+    assert finished.output.to_json() == steps[0].output.to_json()

@@ -18,6 +18,7 @@ from streamagents.operators.agent import AgentRuntime, RunState, Step, tool
 from streamagents.operators.agent.approvals import ApprovalDecision
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.agent.parked_keys import goes_aside, next_ready, refusal, run_of_call
+from streamagents.operators.agent.run_state import Continue, Finish
 from streamagents.serde.messages import ChatMessage
 
 T0 = 1_000_000
@@ -69,11 +70,10 @@ def test_queue_is_the_default_and_separate_run_sets_a_parked_run_aside(tmp_path:
     state = parked_run(tmp_path, T0, parked=True)
     model = ModelSpec(provider="test", model="scripted")
     assert AgentConfig(model=model).while_parked == "queue"
-    assert not goes_aside(AgentConfig(model=model), state)
-    separate = AgentConfig(model=model, while_parked="separate_run")
-    assert goes_aside(separate, state)
+    assert not goes_aside("queue", state)
+    assert goes_aside("separate_run", state)
     ready = parked_run(tmp_path, T0, parked=False)
-    assert not goes_aside(separate, ready)  # only a run that waits for decisions only
+    assert not goes_aside("separate_run", ready)  # only a run that waits for decisions only
 
 
 def test_misconfigured_while_parked_and_bound_are_refused() -> None:
@@ -131,7 +131,7 @@ def test_a_separate_run_sees_memory_without_the_parked_turn_which_joins_it_on_re
     assert parked.state is not None and parked.state.parked
 
     separate = run_pending(runtime, start(runtime, "b-1", "new address", before), T0, before)
-    assert separate.history is not None
+    assert isinstance(separate, Finish) and separate.history is not None
     seen_by_b = [m.content for m in runtime.model.calls[1].messages]  # type: ignore[attr-defined]
     assert "refund A1 please" not in seen_by_b and seen_by_b[-3:] == [
         "earlier question",
@@ -144,7 +144,7 @@ def test_a_separate_run_sees_memory_without_the_parked_turn_which_joins_it_on_re
     decided = runtime.decide(
         parked.state, ApprovalDecision(call_id=call_id, decision="approve"), T0
     )
-    assert decided.history is None  # a decision never writes memory
+    assert isinstance(decided, Continue)  # a decision that goes on never writes memory
     tools_done = run_pending(runtime, decided, T0 + 1, memory)
     done = run_pending(runtime, tools_done, T0 + 2, memory)
     seen_by_a = [m.content for m in runtime.model.calls[2].messages]  # type: ignore[attr-defined]

@@ -25,7 +25,7 @@ from streamagents.operators.agent.approvals import (
 )
 from streamagents.operators.agent.config import AgentConfig, ModelSpec, ToolRef
 from streamagents.operators.agent.records import InputError, InputRecord
-from streamagents.operators.agent.run_state import run_id_for
+from streamagents.operators.agent.run_state import Duplicate, Finish, Stale, run_id_for
 from streamagents.operators.agent.tools import Tool
 from streamagents.operators.telemetry.spans import LiveSpans, SpanRecord, spans_from_events
 from streamagents.serde.events import AgentEvent
@@ -244,10 +244,10 @@ def test_a_duplicate_decision_is_ignored_during_and_after_the_run(tmp_path: Path
     parked = begin(runtime)
     approved = runtime.decide(parked.state, decision(by="ana"), T0 + 1)
     again = runtime.decide(approved.state, decision(by="ana"), T0 + 2)
-    assert again.duplicate and again.dead_letter is None and again.events == []
+    assert isinstance(again, Duplicate) and again.events == []
     assert again.state == approved.state
     after = runtime.decide(None, decision(by="someone"), T0 + 3, settled=approved.settled[APPROVAL])
-    assert after.duplicate and after.dead_letter is None
+    assert isinstance(after, Duplicate)
 
 
 def test_in_a_mixed_turn_the_other_call_runs_at_once(tmp_path: Path) -> None:
@@ -277,10 +277,10 @@ def test_a_decision_while_the_other_call_runs_waits_for_its_result(tmp_path: Pat
     lookup_outcome = asyncio.run(runtime.perform(started.state, []))
     approved = runtime.decide(started.state, decision(), T0 + 6)  # lookup still "running"
     landed = runtime.advance(approved.state, lookup_outcome, T0 + 10, [])
-    assert landed.state is not None and not landed.stale
+    assert landed.state is not None and not isinstance(landed, Stale)
     assert [c.name for c in landed.state.pending.runnable_calls] == ["refund"]
     stale = runtime.advance(landed.state, lookup_outcome, T0 + 11, [])
-    assert stale.stale  # the same result again is not applied twice
+    assert isinstance(stale, Stale)  # the same result again is not applied twice
 
 
 def test_a_predicate_decides_per_call(tmp_path: Path) -> None:
@@ -318,7 +318,7 @@ def test_a_parked_run_abandoned_at_the_end_of_input_leaves_its_input(tmp_path: P
     parked = begin(runtime)
     assert parked.state is not None
     ended = runtime.abandon_parked(parked.state, T0 + 5)
-    assert ended.finished
+    assert isinstance(ended, Finish)
     letter = dead_letter(ended)
     assert letter["error_type"] == "ApprovalPending" and APPROVAL in letter["reason"]
     assert json.loads(letter["input"])["text"] == "refund A1"
@@ -383,7 +383,8 @@ def test_a_repeated_model_call_id_gets_a_new_approval_id(tmp_path: Path) -> None
     [request] = [emitted_json(r) for r in second.approval_requests]
     assert request["tool_call_id"] == "call-0" and request["call_id"] != APPROVAL
     old = runtime.decide(second.state, decision(), T0 + 4, settled=approved.settled[APPROVAL])
-    assert old.duplicate and old.state == second.state  # turn 2's call is still waiting
+    # turn 2's call is still waiting
+    assert isinstance(old, Duplicate) and old.state == second.state
     assert len(made) == 1
 
 

@@ -9,6 +9,7 @@ from doubles import Reply, ScriptedTestModel, answer, calls, drive, emitted_json
 
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import Budgets
+from streamagents.operators.agent.run_state import Finish
 
 RAW = '{"id": "in-1", "key": "k", "text": "go"}'
 
@@ -77,7 +78,7 @@ def test_timeout_ends_the_run_naming_run_timeout(tmp_path: Path) -> None:
     step = runtime.start(runtime.parse(RAW), [], 1_000)
     assert step.state is not None
     ended = runtime.timeout(step.state, 6_000)
-    assert ended.finished and ended.dead_letter is None
+    assert isinstance(ended, Finish) and ended.dead_letter is None
     output = emitted_json(ended.output)
     assert_budget_error(output, "run_timeout_s", 5)
     assert output["latency_ms"] == 5_000

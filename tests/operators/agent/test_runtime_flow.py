@@ -12,6 +12,7 @@ from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_run
 
 from streamagents.operators.agent import AgentRuntime, Outcome, RunState
 from streamagents.operators.agent.config import MemoryConfig, ModelSpec, TelemetryConfig
+from streamagents.operators.agent.run_state import Stale
 from streamagents.serde.messages import ChatMessage
 
 
@@ -205,7 +206,7 @@ def test_an_outcome_for_another_action_is_ignored(tmp_path: Path) -> None:
     tools_step = runtime.advance(step.state, model_outcome, 1_010)
     assert tools_step.state is not None
     stale = runtime.advance(tools_step.state, model_outcome, 1_020)
-    assert stale.stale and stale.state == tools_step.state and stale.events == []
+    assert isinstance(stale, Stale) and stale.state == tools_step.state and stale.events == []
 
 
 def test_history_gains_the_run_and_is_trimmed_with_an_event(tmp_path: Path) -> None:
@@ -231,12 +232,6 @@ def test_history_without_trimming_has_no_trim_event(tmp_path: Path) -> None:
     done = drive(make_runtime(tmp_path, answer("x")), '{"key": "k", "text": "t"}')
     assert done.history == [ChatMessage.user("t"), ChatMessage(role="assistant", content="x")]
     assert not [e for e in done.events if e["event_type"] == "memory_trimmed"]
-
-
-def test_history_ttl_helper_uses_the_configured_ttl(tmp_path: Path) -> None:
-    runtime = make_runtime(tmp_path, memory=MemoryConfig(ttl_seconds=60))
-    assert not runtime.history_expired(0, 59_999)
-    assert runtime.history_expired(0, 60_000)
 
 
 def test_event_log_off_emits_no_events_but_the_output(tmp_path: Path) -> None:

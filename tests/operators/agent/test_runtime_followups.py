@@ -24,7 +24,7 @@ from streamagents.operators.agent.followups import (
     schedule,
 )
 from streamagents.operators.agent.records import parse_input
-from streamagents.operators.agent.run_state import run_id_for
+from streamagents.operators.agent.run_state import Continue, run_id_for
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.events import AgentEvent
 
@@ -217,7 +217,7 @@ def test_a_runs_scheduled_followups_survive_its_state_round_trip(tmp_path: Path)
     step = rt.advance(step.state, asyncio.run(rt.perform(step.state, [])), T0 + 1, [])
     assert step.state is not None and [f.note for f in step.state.followups] == ["again"]
     restored = RunState.model_validate_json(step.state.model_dump_json())
-    steps = finish(rt, Step(state=restored), T0 + 2)
+    steps = finish(rt, Continue(state=restored), T0 + 2)
     assert [f.note for f in steps[-1].followups] == ["again"]
 
 

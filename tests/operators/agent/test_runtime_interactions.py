@@ -16,6 +16,7 @@ from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.connectors.providers import GeminiInteractionsModel
 from streamagents.operators.agent import AgentRuntime, RunState
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
+from streamagents.operators.agent.run_state import Finish
 
 INPUT = '{"id": "in-1", "key": "k", "text": "What does north see?"}'
 
@@ -108,7 +109,7 @@ def test_a_restored_run_continues_from_the_interaction_in_its_state(
     assert state.interaction_id == "int-1"
     stub.script(answer("A cat on a wall."))
     final = restored.advance(state, asyncio.run(restored.perform(state, [])), now, [])
-    assert final.finished
+    assert isinstance(final, Finish)
     assert stub.requests[-1].json["previous_interaction_id"] == "int-1"
     assert len(stub.requests[-1].json["input"]) == 1
 
