@@ -12,8 +12,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from streamagents.connectors.mcp_servers import McpServer
+from streamagents.connectors.durations import LONGEST_WAIT_S
+from streamagents.connectors.mcp_servers import ApprovalRule, CallApprovalTimeout, McpServer
 from streamagents.connectors.providers import PROVIDER_NAMES, RateLimits
+from streamagents.connectors.providers.circuit_breaker import BreakerSettings
 from streamagents.connectors.providers.file_uploads import UploadMedia
 from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
@@ -24,7 +26,6 @@ __all__ = [
     "LONGEST_WAIT_S",
     "AgentConfig",
     "AgentSettings",
-    "BreakerConfig",
     "Budgets",
     "BuiltinTools",
     "ContextCacheConfig",
@@ -34,7 +35,6 @@ __all__ = [
     "FollowupConfig",
     "InputLimits",
     "MemoryConfig",
-    "ModelLimits",
     "ModelSpec",
     "ModelTarget",
     "OtlpEndpoint",
@@ -43,7 +43,6 @@ __all__ = [
     "TelemetryConfig",
     "TenantSpendBudget",
     "ToolRef",
-    "UploadMediaConfig",
     "fallback_extras_problem",
     "followup_key_problem",
     "gemini_extras_problem",
@@ -59,9 +58,6 @@ _SECRET_OPTION = re.compile(
 )
 _SECRET_VALUES = frozenset({"default_headers", "headers", "default_query", "http_options"})
 _HIDDEN = "[hidden]"
-
-LONGEST_WAIT_S = 365 * 24 * 3600.0
-"""Longest wait or interval a config or job spec may give (Flink takes whole milliseconds)."""
 
 
 def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -84,58 +80,8 @@ def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
-class ModelLimits(BaseModel):
-    """The job's limits on one model's calls, shared out evenly over the operator's parallel
-    subtasks (`share`); admission holds every attempt until it fits (see `admission`)."""
-
-    model_config = _MODEL_CONFIG
-
-    requests_per_minute: float | None = Field(
-        default=None, gt=0, description="Requests the whole job sends per minute at most."
-    )
-    tokens_per_minute: float | None = Field(
-        default=None,
-        gt=0,
-        description="Tokens (input plus output; estimated before a call, corrected from the "
-        "usage its reply reports) the whole job uses per minute at most.",
-    )
-    max_concurrent: int | None = Field(
-        default=None, ge=1, description="Requests the whole job has on the wire at once at most."
-    )
-    adaptive: bool = Field(
-        default=True,
-        description="Slow down on 429s (Retry-After pauses a subtask's calls; the request rate "
-        "drops and is probed back up), with or without configured limits.",
-    )
-
-    def share(self, parallelism: int) -> RateLimits:
-        """What each of `parallelism` subtasks applies: the rates divided by it, and
-        `max_concurrent` divided by it rounded down, at least 1."""
-        return RateLimits(
-            requests_per_minute=self.requests_per_minute,
-            tokens_per_minute=self.tokens_per_minute,
-            max_concurrent=self.max_concurrent,
-            adaptive=self.adaptive,
-        ).share(parallelism)
-
-
 UPLOAD_PROVIDERS = ("gemini", "openai", "openai-responses")
 """The providers whose wire refers to media uploaded to a file API (`upload_media`)."""
-
-
-class UploadMediaConfig(BaseModel):
-    """Send media of `min_bytes` or more to the model's file API once, and refer to the file
-    in requests instead of sending the bytes again (see docs/providers.md)."""
-
-    model_config = _MODEL_CONFIG
-
-    min_bytes: int = Field(
-        ge=1, description="The smallest medium (in bytes) uploaded; smaller ones stay inline."
-    )
-
-    def settings(self) -> UploadMedia:
-        """The adapter's `upload_media` option."""
-        return UploadMedia(min_bytes=self.min_bytes)
 
 
 class ModelTarget(BaseModel):
@@ -164,13 +110,13 @@ class ModelTarget(BaseModel):
         description="US dollars per million tokens (input, cached input, output) of this "
         "model; unset: the published price table's, if it lists the model.",
     )
-    limits: ModelLimits = Field(
-        default_factory=ModelLimits,
+    limits: RateLimits = Field(
+        default_factory=RateLimits,
         description="Rate limits of this model's calls for the whole job, shared out over its "
         "subtasks; with none set, calls still slow down on 429s (`adaptive`).",
     )
 
-    upload_media: UploadMediaConfig | None = Field(
+    upload_media: UploadMedia | None = Field(
         default=None,
         description="Send media of `min_bytes` or more to the provider's file API once and "
         f"refer to the file ({', '.join(UPLOAD_PROVIDERS)}; not Vertex AI); unset: inline.",
@@ -222,26 +168,6 @@ FailoverCondition = Literal["rate_limited", "server_error", "timeout", "connecti
 """A failure that moves a call on to the next model (see `FailoverConfig.conditions`)."""
 
 
-class BreakerConfig(BaseModel):
-    """Each model's circuit breaker: when it opens, how long it stays open, its probes."""
-
-    model_config = _MODEL_CONFIG
-
-    failure_threshold: int = Field(
-        default=5, ge=1, description="Failed calls in a row (failover conditions) that open it."
-    )
-    cooldown_s: float = Field(
-        default=30.0,
-        gt=0,
-        le=LONGEST_WAIT_S,
-        allow_inf_nan=False,
-        description="Seconds an open breaker skips its model before letting a probe through.",
-    )
-    half_open_probes: int = Field(
-        default=1, ge=1, le=1000, description="Calls let through at once as probes when half open."
-    )
-
-
 class FailoverConfig(BaseModel):
     """When a call moves on to the next model of the chain, and the breakers' settings."""
 
@@ -253,8 +179,8 @@ class FailoverConfig(BaseModel):
         description="Failures (after the model's own retries) that move a call on: "
         "rate_limited, server_error, timeout, connection.",
     )
-    breaker: BreakerConfig = Field(
-        default_factory=BreakerConfig, description="Each model's circuit breaker."
+    breaker: BreakerSettings = Field(
+        default_factory=BreakerSettings, description="Each model's circuit breaker."
     )
 
 
@@ -625,18 +551,12 @@ class ToolRef(BaseModel):
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
         description='Import path, "package.module:function".',
     )
-    approval: Literal["required", "none"] | None = Field(
+    approval: ApprovalRule | None = Field(
         default=None,
         description="required: every call waits for a decision; none: no call does; "
         "unset: as the tool itself declares (`@tool(requires_approval=...)`).",
     )
-    approval_timeout_s: float | None = Field(
-        default=None,
-        gt=0,
-        le=LONGEST_WAIT_S,
-        allow_inf_nan=False,
-        description="How long a call waits for its decision; unset: the agent's.",
-    )
+    approval_timeout_s: CallApprovalTimeout = None
     side_effects: bool = Field(
         default=False,
         description="Whether a call changes something outside the agent (sends, pays, "

@@ -30,10 +30,9 @@ from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
-from streamagents.connectors.providers import RetryBudget, RetryPolicy
+from streamagents.connectors.providers import RateLimits, RetryBudget, RetryPolicy
 from streamagents.jobs.cluster import free_port
 from streamagents.operators.agent import AgentConfig, Budgets, ModelSpec
-from streamagents.operators.agent.config import ModelLimits
 from streamagents.operators.flink import agent_stream, configure_environment
 
 SEED = 20261130
@@ -173,7 +172,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 model="gemini-3-flash-preview",
                 # Injected 429s are random faults, not a quota: admission's adaptive rate and
                 # its exemption of 429s from the retry budget would change what is measured.
-                limits=ModelLimits(adaptive=False),
+                limits=RateLimits(adaptive=False),
                 options={
                     "api_key": "test-key",
                     "base_url": stub.url,
