@@ -10,13 +10,26 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from streamagents.connectors.durations import LONGEST_WAIT_S
 from streamagents.connectors.mcp_servers import ApprovalRule, CallApprovalTimeout, McpServer
 from streamagents.connectors.providers import PROVIDER_NAMES, RateLimits
 from streamagents.connectors.providers.circuit_breaker import BreakerSettings
 from streamagents.connectors.providers.file_uploads import UploadMedia
+from streamagents.connectors.providers.options import (
+    checked,
+    client_options,
+    generation_options,
+)
 from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
@@ -84,6 +97,23 @@ UPLOAD_PROVIDERS = ("gemini", "openai", "openai-responses")
 """The providers whose wire refers to media uploaded to a file API (`upload_media`)."""
 
 
+_SET_ELSEWHERE = {
+    "limits": "the model's `limits`",
+    "upload_media": "the model's `upload_media`",
+    "generation": "the model's `generation`",
+    "builtin_tools": "the agent's `builtin_tools`",
+    "context_cache": "the agent's `context_cache`",
+}
+"""What a model's adapter is given from settings of their own, never from its options."""
+
+
+def _wire(provider: Any) -> str | None:
+    """The provider whose options a model entry takes (the demo speaks the Gemini wire);
+    None for a name that is no provider (refused on its own)."""
+    wire = "gemini" if provider == "demo" else provider
+    return wire if wire in PROVIDER_NAMES else None
+
+
 class ModelTarget(BaseModel):
     """One chat model and how to call it: provider, model name, client options, generation."""
 
@@ -93,11 +123,13 @@ class ModelTarget(BaseModel):
     model: str = Field(min_length=1, description="Model name as the provider spells it.")
     options: dict[str, Any] = Field(
         default_factory=dict,
-        description="Client constructor options (api_key, base_url, timeout, max_retries...).",
+        description="Client options (api_key, base_url, timeout, max_retries...), checked "
+        "against the provider's (`connectors.providers.options.client_options`).",
     )
     generation: dict[str, Any] = Field(
         default_factory=dict,
-        description="Per-request generation options passed to achat (temperature, ...).",
+        description="Generation options sent with every request (temperature, ...), checked "
+        "against the provider's wire (`connectors.providers.options.generation_options`).",
     )
     sdk_process: bool | None = Field(
         default=False,
@@ -129,12 +161,26 @@ class ModelTarget(BaseModel):
 
     @field_validator("options")
     @classmethod
-    def _limits_not_in_options(cls, options: dict[str, Any]) -> dict[str, Any]:
-        if "limits" in options:
-            raise ValueError("limits go in the model's `limits`, not in its options")
-        if "upload_media" in options:
-            raise ValueError("upload_media goes in the model's `upload_media`, not in its options")
+    def _options_the_provider_takes(
+        cls, options: dict[str, Any], info: ValidationInfo
+    ) -> dict[str, Any]:
+        for name, home in _SET_ELSEWHERE.items():
+            if name in options:
+                raise ValueError(f"{name} goes in {home}, not in the model's options")
+        wire = _wire(info.data.get("provider"))
+        if wire is not None:
+            checked(client_options(wire), options, "option")
         return options
+
+    @field_validator("generation")
+    @classmethod
+    def _generation_the_wire_takes(
+        cls, generation: dict[str, Any], info: ValidationInfo
+    ) -> dict[str, Any]:
+        wire = _wire(info.data.get("provider"))
+        if wire is not None:
+            checked(generation_options(wire), generation, "generation option")
+        return generation
 
     @model_validator(mode="after")
     def _uploads_have_a_file_api(self) -> ModelTarget:

@@ -433,14 +433,6 @@ def test_which_errors_mean_the_cache_is_gone(
     assert is_cache_gone(error) is gone
 
 
-def test_settings_given_as_plain_data_are_taken() -> None:
-    gemini = create_model("gemini", "m", api_key="k", context_cache={"ttl_s": 60, "min_tokens": 5})
-    assert isinstance(gemini, GeminiChatModel) and gemini.context_cache is not None
-    assert gemini.context_cache.settings == ContextCacheSettings(ttl_s=60, min_tokens=5)
-    with pytest.raises(TypeError, match="ttl"):
-        create_model("gemini", "m", api_key="k", context_cache={"ttl": 60})
-
-
 def test_a_prefix_cache_becomes_the_gemini_context_cache_named_for_its_owner() -> None:
     owner = "job-" + "x" * 200
     gemini = create_model(
