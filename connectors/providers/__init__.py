@@ -15,7 +15,7 @@ import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from streamagents.connectors.providers._prefix_cache import PrefixCache
+from streamagents.connectors.providers._prefix_cache import PrefixCache, PrefixCacheSettings
 from streamagents.connectors.providers.admission import RateLimits
 from streamagents.connectors.providers.base import ChatModel
 from streamagents.connectors.providers.errors import (
@@ -55,6 +55,7 @@ __all__ = [
     "OpenAIChatModel",
     "OpenAIResponsesModel",
     "PrefixCache",
+    "PrefixCacheSettings",
     "ProviderError",
     "RateLimited",
     "RateLimits",

@@ -22,7 +22,7 @@ from pydantic import (
 
 from streamagents.connectors.durations import LONGEST_WAIT_S
 from streamagents.connectors.mcp_servers import ApprovalRule, CallApprovalTimeout, McpServer
-from streamagents.connectors.providers import PROVIDER_NAMES, RateLimits
+from streamagents.connectors.providers import PROVIDER_NAMES, PrefixCacheSettings, RateLimits
 from streamagents.connectors.providers.circuit_breaker import BreakerSettings
 from streamagents.connectors.providers.file_uploads import UploadMedia
 from streamagents.connectors.providers.options import (
@@ -390,26 +390,11 @@ class BuiltinTools(BaseModel):
         return tuple(name for name in type(self).model_fields if getattr(self, name))
 
 
-class ContextCacheConfig(BaseModel):
+class ContextCacheConfig(PrefixCacheSettings):
     """Explicit context caching (Gemini): the system prompt, tool declarations and agent
     documents are cached on the server once and referenced by every request."""
 
-    model_config = _MODEL_CONFIG
-
     enabled: bool = Field(default=False, description="Cache the request prefix.")
-    ttl_s: float = Field(
-        default=3600.0,
-        gt=0,
-        le=7 * 24 * 3600,
-        description="Lifetime of a cache; the server evicts it after that (and a new one is "
-        "made on the next turn).",
-    )
-    min_tokens: int = Field(
-        default=0,
-        ge=0,
-        description="Make a cache only for prompts of at least this many tokens, and drop one "
-        "that holds fewer (storage would cost more than it saves).",
-    )
 
 
 GEMINI_EXTRAS_PROVIDERS = ("gemini", "demo")
