@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -305,6 +305,7 @@ def generation_options(provider: str) -> type[BaseModel]:
 
 
 def _known(provider: str) -> str:
+    """`provider`, when it names a provider; else a `ValueError` listing those there are."""
     if provider not in _CLIENT_OPTIONS:
         known = ", ".join(_CLIENT_OPTIONS)
         raise ValueError(f"unknown model provider {provider!r}; known: {known}")
@@ -335,9 +336,11 @@ def _explained(kind: type[BaseModel], error: dict[str, Any], what: str) -> InitE
     near = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
     hint = f"; did you mean {near[0]!r}?" if near else ""
     setting = what if len(loc) == 1 else f"{'.'.join(map(str, loc[:-1]))} setting"
-    message = f"unknown {setting} {key!r}{hint} (known: {', '.join(known)})"
+    message = f"unknown {setting} {key!r}{hint} (known: {', '.join(sorted(known))})"
     return InitErrorDetails(
-        type=PydanticCustomError("unknown_option", message), loc=loc, input=_shown(error["input"])
+        type=PydanticCustomError("unknown_option", "{message}", {"message": message}),
+        loc=loc,
+        input=_shown(error["input"]),
     )
 
 
@@ -364,4 +367,5 @@ def _fields_at(model: type[BaseModel], path: tuple[Any, ...]) -> list[str]:
 
 
 def _is_model(value: Any) -> bool:
-    return isinstance(value, type) and issubclass(value, BaseModel) and get_origin(value) is None
+    """Whether `value` is a pydantic model class."""
+    return isinstance(value, type) and issubclass(value, BaseModel)
