@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from streamagents.connectors.durations import LONGEST_WAIT_S
+from streamagents.connectors.durations import LONGEST_WAIT_S, WaitSeconds
 from streamagents.connectors.mcp_servers import ApprovalRule, CallApprovalTimeout, McpServer
 from streamagents.connectors.providers import PROVIDER_NAMES, PrefixCacheSettings, RateLimits
 from streamagents.connectors.providers.circuit_breaker import BreakerSettings
@@ -431,11 +431,8 @@ def fallback_extras_problem(model: ModelSpec, builtin_tools: BuiltinTools) -> st
 
 
 ApprovalTimeout = Annotated[
-    float,
+    WaitSeconds,
     Field(
-        gt=0,
-        le=LONGEST_WAIT_S,
-        allow_inf_nan=False,
         description="How long a tool call that needs approval waits for its decision, unless "
         "its tool says otherwise; then it is rejected as timed out.",
     ),
