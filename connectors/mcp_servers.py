@@ -12,8 +12,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from streamagents.connectors.durations import WaitSeconds
+
 __all__ = [
     "MCP_TOOL_PREFIX",
+    "ApprovalRule",
+    "CallApprovalTimeout",
     "McpHttp",
     "McpMissingError",
     "McpServer",
@@ -24,9 +28,17 @@ __all__ = [
 ]
 
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid")
-_LONGEST_WAIT_S = 365 * 24 * 3600.0
 MCP_TOOL_PREFIX = "mcp__"
 """How the name of every MCP tool begins: `mcp__<server>__<tool>`."""
+ApprovalRule = Literal["required", "none"]
+"""Whether a tool's calls wait for a person's decision: required (every call) or none."""
+
+CallApprovalTimeout = Annotated[
+    WaitSeconds | None,
+    Field(description="How long a call waits for its decision; unset: the agent's."),
+]
+"""The wait for a decision on one tool's calls (`approval_timeout_s` of an MCP server or a
+tool), overriding the agent's."""
 _TOOL_NAME = re.compile(r"^mcp__([a-z][a-z0-9-]*)__(.+)$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -109,11 +121,8 @@ class McpServer(BaseModel):
         le=600,
         description="Connecting, the initialize handshake and listing the tools, together.",
     )
-    call_timeout_s: float | None = Field(
+    call_timeout_s: WaitSeconds | None = Field(
         default=None,
-        gt=0,
-        le=_LONGEST_WAIT_S,
-        allow_inf_nan=False,
         description="One call's timeout; unset: the agent's tool_timeout_s (which bounds it).",
     )
     restart_backoff_s: float = Field(
@@ -122,19 +131,13 @@ class McpServer(BaseModel):
     max_restart_backoff_s: float = Field(
         default=60.0, gt=0, le=3600, description="Longest wait between restarts."
     )
-    approval: Literal["required", "none"] = Field(
+    approval: ApprovalRule = Field(
         default="none", description="required: every call of its tools waits for a decision."
     )
-    tool_approval: dict[str, Literal["required", "none"]] = Field(
+    tool_approval: dict[str, ApprovalRule] = Field(
         default_factory=dict, description="Per tool (MCP name), overriding `approval`."
     )
-    approval_timeout_s: float | None = Field(
-        default=None,
-        gt=0,
-        le=_LONGEST_WAIT_S,
-        allow_inf_nan=False,
-        description="How long a call waits for its decision; unset: the agent's.",
-    )
+    approval_timeout_s: CallApprovalTimeout = None
     replay: Literal["recorded", "live"] = Field(
         default="recorded",
         description="In a replay: recorded: the server is not started and its tools are not "

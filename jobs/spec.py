@@ -34,7 +34,7 @@ from pydantic import (
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
 from streamagents.connectors.mcp_servers import McpMissingError, McpServer, require_mcp
-from streamagents.connectors.providers import PROVIDER_NAMES, ChatModel, adapter_class
+from streamagents.connectors.providers import PROVIDER_NAMES, adapter_class
 from streamagents.connectors.record_offload import DEFAULT_MAX_RECORD_BYTES, MIN_MAX_RECORD_BYTES
 from streamagents.jobs._telemetry_env import TelemetryEnvError, telemetry_config
 from streamagents.jobs._yaml_source import (
@@ -621,8 +621,9 @@ def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> Loa
 
 def check_runnable(loaded: LoadedSpec, *, replay: bool = False) -> None:
     """Import every tool the spec names and check the chosen model's provider is installed
-    and takes its options; raises `SpecError` naming each problem. For a `replay` job, whose
-    runs never park (the recording decides), tools that need approval need no open input."""
+    (its options were checked on loading); raises `SpecError` naming each problem. For a
+    `replay` job, whose runs never park (the recording decides), tools that need approval
+    need no open input."""
     spec_dir = str(loaded.base_dir)
     if spec_dir not in sys.path:
         sys.path.append(spec_dir)
@@ -630,7 +631,7 @@ def check_runnable(loaded: LoadedSpec, *, replay: bool = False) -> None:
     approving = False
     provider = loaded.model.wire
     try:
-        adapter = adapter_class(provider)
+        adapter_class(provider)
     except (ValueError, ImportError) as exc:
         index = loaded.spec.agent.model.index(loaded.model)
         path = ("agent", "model", index, "provider")
@@ -641,8 +642,6 @@ def check_runnable(loaded: LoadedSpec, *, replay: bool = False) -> None:
                 f"provider {provider!r} is not available in this installation ({exc})",
             )
         )
-    else:
-        problems += _model_option_problems(loaded, adapter)
     problems += _fallback_problems(loaded)
     for index, target in enumerate(loaded.spec.agent.tools):
         try:
@@ -738,31 +737,15 @@ def _unpriced_budget_problems(loaded: LoadedSpec) -> list[SpecProblem]:
     return problems
 
 
-def _model_option_problems(loaded: LoadedSpec, adapter: type[ChatModel]) -> list[SpecProblem]:
-    """The chosen model's client options its adapter refuses (an unknown option, a bad
-    `transport`), named before the job starts rather than when its function opens."""
-    options_type = getattr(adapter, "options_type", None)
-    if options_type is None:
-        return []
-    try:
-        options_type.from_keywords(loaded.model.wire, loaded.model.options)
-    except (TypeError, ValueError) as exc:
-        index = loaded.spec.agent.model.index(loaded.model)
-        path = _yaml_path(("agent", "model", index, "options"), loaded.source.data)
-        line = loaded.source.source_map.line_of(path)
-        return [SpecProblem(line, _dotted(path), str(exc))]
-    return []
-
-
 def _fallback_problems(loaded: LoadedSpec) -> list[SpecProblem]:
-    """The chosen model's fallbacks whose provider is not installed, or whose adapter refuses
-    their client options, named before the job starts."""
+    """The chosen model's fallbacks whose provider is not installed, named before the job
+    starts."""
     problems = []
     index = loaded.spec.agent.model.index(loaded.model)
     for number, fallback in enumerate(loaded.model.fallbacks):
         where = ("agent", "model", index, "fallbacks", number)
         try:
-            adapter = adapter_class(fallback.provider)
+            adapter_class(fallback.provider)
         except (ValueError, ImportError) as exc:
             path = _yaml_path((*where, "provider"), loaded.source.data)
             problems.append(
@@ -771,14 +754,6 @@ def _fallback_problems(loaded: LoadedSpec) -> list[SpecProblem]:
                     _dotted(path),
                     f"provider {fallback.provider!r} is not available in this installation ({exc})",
                 )
-            )
-            continue
-        try:
-            adapter.options_type.from_keywords(fallback.provider, fallback.options)
-        except (TypeError, ValueError) as exc:
-            path = _yaml_path((*where, "options"), loaded.source.data)
-            problems.append(
-                SpecProblem(loaded.source.source_map.line_of(path), _dotted(path), str(exc))
             )
     return problems
 

@@ -4,8 +4,9 @@ The adapters and `PROVIDERS` are imported on first use (PEP 562 `__getattr__`): 
 family pulls in its SDK, and a process that needs one adapter (the SDK worker, a job, the
 command line checking a spec) imports only that family's SDK (`adapter_class`).
 
-An adapter is written with the public modules here: `base` (`ChatModel`, `ModelOptions`,
-the SDK shell `SDKChatModel`), `errors`, `retry`, `neutral_request` and `media_encoding`.
+An adapter is written with the public modules here: `base` (`ChatModel`, the SDK shell
+`SDKChatModel`), `options` (its client and generation options), `errors`, `retry`,
+`neutral_request` and `media_encoding`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from streamagents.connectors.providers._prefix_cache import PrefixCache
+from streamagents.connectors.providers._prefix_cache import PrefixCache, PrefixCacheSettings
 from streamagents.connectors.providers.admission import RateLimits
 from streamagents.connectors.providers.base import ChatModel
 from streamagents.connectors.providers.errors import (
@@ -29,7 +30,7 @@ from streamagents.connectors.providers.errors import (
     ServerError,
     UnsupportedContent,
 )
-from streamagents.connectors.providers.retry import RetryBudget, RetryPolicy
+from streamagents.connectors.providers.retry import RetryBudget, RetryBudgetSettings, RetryPolicy
 from streamagents.connectors.providers.sdk_process import SdkProcessModel, wants_worker
 from streamagents.serde.message_json import MessageJson
 
@@ -54,11 +55,13 @@ __all__ = [
     "OpenAIChatModel",
     "OpenAIResponsesModel",
     "PrefixCache",
+    "PrefixCacheSettings",
     "ProviderError",
     "RateLimited",
     "RateLimits",
     "RequestTimeout",
     "RetryBudget",
+    "RetryBudgetSettings",
     "RetryPolicy",
     "ServerError",
     "UnsupportedContent",
@@ -138,10 +141,11 @@ def create_model(
 ) -> ChatModel:
     """Build the adapter for `provider` (one of `PROVIDER_NAMES`) and `model`, ready to use.
 
-    `options` are the adapter's constructor keyword arguments: the shared `ModelOptions`
-    (api_key, base_url, timeout, max_retries, retry, retry_budget, limits, media_store,
-    generation)
-    and its family's own; an unknown one is a `TypeError` that names it. `prefix_cache`
+    `options` are the adapter's constructor keyword arguments: what the operator gives
+    every model (media_store, generation, limits, upload_media; `GeminiChatModel` also
+    builtin_tools) and its client options (`options.client_options(provider)`: the shared
+    api_key, base_url, timeout, max_retries, retry, retry_budget, transport, and its
+    family's own); an unknown one is a `pydantic.ValidationError` that names it. `prefix_cache`
     asks for the request prefix to be cached on the server (Gemini's `context_cache`).
     `sdk_process` runs the adapter's SDK requests in a worker process (`SdkProcessModel`):
     True, False, or None where this process may use two cores or more (`wants_worker`);

@@ -1,21 +1,39 @@
-"""`PrefixCache`: what an agent asks of a provider's server-side cache, in neutral terms."""
+"""What an agent asks of a provider's server-side cache, in neutral terms: the settings
+(`PrefixCacheSettings`, declared once for the agent config and each provider's own) and the
+request (`PrefixCache`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["PrefixCache"]
+__all__ = ["PrefixCache", "PrefixCacheSettings"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class PrefixCache:
+class PrefixCacheSettings(BaseModel):
+    """How long a cached request prefix lives and how large it must be to be worth one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ttl_s: float = Field(
+        default=3600.0,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="Lifetime of a cache; the server evicts it after that (and a new one is "
+        "made on the next turn).",
+    )
+    min_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="Make a cache only for prompts of at least this many tokens, and drop one "
+        "that holds fewer (storage would cost more than it saves).",
+    )
+
+
+class PrefixCache(PrefixCacheSettings):
     """A request to cache, on the provider's side, the prefix every request starts with
     (system instruction, tools, agent documents); `create_model` turns it into the
     provider's own setting (Gemini: `ContextCacheSettings`)."""
 
-    ttl_s: float
-    """How long a cache lives; the server evicts it after that."""
-    min_tokens: int
-    """Cache only prompts of at least this many tokens."""
-    owner: str
-    """Who the cache is for (the job id), shown with it in the provider's console."""
+    owner: str = Field(
+        description="Who the cache is for (the job id), shown with it in the provider's console."
+    )

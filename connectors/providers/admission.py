@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from streamagents.connectors.providers.adaptive_rate import AdaptiveRate
 
 __all__ = ["BURST_S", "PAUSE_JITTER", "Admission", "RateLimits", "Ticket"]
@@ -42,18 +44,33 @@ PAUSE_JITTER = 0.1
 """The random extra added to a Retry-After pause, as a fraction of it."""
 
 
-@dataclass(frozen=True)
-class RateLimits:
-    """The limits one model's admission applies in this process (a subtask's share)."""
+class RateLimits(BaseModel):
+    """The limits on one model's calls: in a spec (`agent.model.limits`) the whole job's,
+    shared out evenly over the operator's parallel subtasks (`share`); admission applies a
+    subtask's share in its process, holding every attempt until it fits."""
 
-    requests_per_minute: float | None = None
-    """Requests admitted per minute at most; None: no configured limit."""
-    tokens_per_minute: float | None = None
-    """Estimated (then reported) tokens admitted per minute at most; None: not counted."""
-    max_concurrent: int | None = None
-    """Attempts on the wire at once at most; None: no limit here (`max_in_flight` bounds it)."""
-    adaptive: bool = True
-    """Lower the request rate on 429s and probe back up; Retry-After pauses admission."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    requests_per_minute: float | None = Field(
+        default=None, gt=0, description="Requests sent per minute at most; unset: no limit."
+    )
+    tokens_per_minute: float | None = Field(
+        default=None,
+        gt=0,
+        description="Tokens (input plus output; estimated before a call, corrected from the "
+        "usage its reply reports) used per minute at most; unset: not counted.",
+    )
+    max_concurrent: int | None = Field(
+        default=None,
+        ge=1,
+        description="Requests on the wire at once at most; unset: no limit here "
+        "(`max_in_flight` bounds it).",
+    )
+    adaptive: bool = Field(
+        default=True,
+        description="Slow down on 429s (Retry-After pauses a subtask's calls; the request rate "
+        "drops and is probed back up), with or without configured limits.",
+    )
 
     @property
     def configured(self) -> bool:

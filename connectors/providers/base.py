@@ -1,9 +1,10 @@
 """The base every provider adapter builds on: the `ChatModel` interface and the SDK shell.
 
 `ChatModel` is the provider-neutral interface (messages and tools in, a response out).
-`SDKChatModel` is the shell every adapter shares: its options (`ModelOptions`, which a
-family extends with its own), one SDK client per event loop, the retried call, and the
-mapping of failures onto our errors. An adapter subclasses it and overrides a few
+`SDKChatModel` is the shell every adapter shares: its client options (`ModelOptions`, from
+`options`, which a family extends with its own), what the operator gives it (media store,
+generation defaults, rate limits, uploads), one SDK client per event loop, the retried
+call, and the mapping of failures onto our errors. An adapter subclasses it and overrides a few
 methods: how to fill in its API key, build its SDK client, build the request (its wire's
 `to_request`), make the SDK call, parse the reply (its wire's `from_response`), map its
 SDK's own exceptions, and close the client. Building, retrying, timing, HTTP status
@@ -18,13 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import inspect
 import json
 import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Generic, TypeVar
 
 import aiohttp
@@ -43,12 +42,11 @@ from streamagents.connectors.providers.errors import (
 )
 from streamagents.connectors.providers.file_uploads import FileUploads, UploadMedia
 from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.options import ModelOptions, checked
 from streamagents.connectors.providers.retry import (
     RetryBudget,
-    RetryPolicy,
     call_with_retries,
     parse_retry_after,
-    policy_from,
 )
 from streamagents.connectors.providers.token_estimate import (
     OutputMean,
@@ -57,22 +55,18 @@ from streamagents.connectors.providers.token_estimate import (
 )
 from streamagents.serde.chat import ChatResponse, RetryAttempt, ToolSpec
 from streamagents.serde.messages import ChatMessage, MediaPart
-from streamagents.serde.safe_text import scrub, url_secrets
+from streamagents.serde.safe_text import scrub
 
 __all__ = [
-    "TRANSPORTS",
     "TRANSPORT_ERRORS",
     "ChatModel",
     "LoopBoundClient",
-    "ModelOptions",
     "SDKChatModel",
     "failed_connection_beneath",
 ]
 
 C = TypeVar("C")
 T = TypeVar("T")
-TRANSPORTS = ("aiohttp", "httpx")
-"""The HTTP transports an SDK client can use (`ModelOptions.transport`)."""
 OptionsT = TypeVar("OptionsT", bound="ModelOptions")
 
 
@@ -116,91 +110,6 @@ class ChatModel(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, default does nothing
         """Release the SDK client's connections."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelOptions:
-    """The options every adapter takes, as keyword arguments of its constructor (and of
-    `create_model`, so of a YAML spec's `options:`). A family extends it with its own."""
-
-    api_key: str | None = field(default=None, repr=False)
-    """The provider API key; each family falls back to its environment variable."""
-    base_url: str | None = None
-    """Where the API is served (a compatible server, a proxy, the loopback stub)."""
-    timeout: float | None = 60.0
-    """Seconds one attempt may take (None: no limit)."""
-    max_retries: int | None = None
-    """Overrides `retry.max_retries` when given."""
-    retry: RetryPolicy | None = None
-    """Backoff and limits of the retries (default `RetryPolicy()`)."""
-    retry_budget: RetryBudget | None = None
-    """The token bucket retries spend from; a fresh one per model when not given."""
-    media_store: MediaStore | None = None
-    """Where media parts given by store ref are read from."""
-    generation: Mapping[str, Any] | None = None
-    """Generation options sent with every call (temperature, max_tokens, ...)."""
-    limits: RateLimits | None = None
-    """What admission applies to this model's attempts in this process: a subtask's share of
-    the spec's `agent.model.limits` (set by the operator, not an `options:` key); None: the
-    adaptive rate alone (`RateLimits()`)."""
-    transport: str = "aiohttp"
-    """The SDK's HTTP transport: `aiohttp` (its aiohttp client: about half the CPU per call
-    of httpx) or `httpx` (the SDK's default, for an httpx-only proxy or mTLS setup)."""
-    upload_media: UploadMedia | None = None
-    """Send media of `min_bytes` or more to the provider's file API once and refer to the
-    file (see `file_uploads`; set from the spec's `agent.model.upload_media`); None: inline."""
-
-    def __post_init__(self) -> None:
-        if self.transport not in TRANSPORTS:
-            raise ValueError(
-                f"unknown transport {self.transport!r}; known: {', '.join(TRANSPORTS)}"
-            )
-        if self.limits is not None and not isinstance(self.limits, RateLimits):
-            raise TypeError("limits are set in the spec's agent.model.limits, not in options")
-        if isinstance(self.upload_media, Mapping):
-            object.__setattr__(self, "upload_media", UploadMedia(**self.upload_media))
-        if self.upload_media is not None and not isinstance(self.upload_media, UploadMedia):
-            raise TypeError("upload_media must be an UploadMedia or a mapping of min_bytes")
-        # A job spec's options are plain data: `retry: {max_retries: 2}` is a RetryPolicy.
-        object.__setattr__(self, "retry", _retry_setting("retry", RetryPolicy, self.retry))
-        budget = _retry_setting("retry_budget", RetryBudget, self.retry_budget)
-        object.__setattr__(self, "retry_budget", budget)
-
-    def secret_values(self) -> list[str]:
-        """Every credential these options hold (the API key, the base URL's user info and
-        query values), which no error text may carry."""
-        return [value for value in (self.api_key, *url_secrets(self.base_url)) if value]
-
-    @classmethod
-    def from_keywords(cls: type[OptionsT], owner: str, options: Mapping[str, Any]) -> OptionsT:
-        """The options from keyword arguments; an unknown one is a `TypeError` naming it."""
-        known = [f.name for f in fields(cls)]
-        unknown = [name for name in options if name not in known]
-        if unknown:
-            names = ", ".join(repr(name) for name in unknown)
-            raise TypeError(f"unknown option {names} for {owner}; known: {', '.join(known)}")
-        return cls(**options)
-
-
-SettingT = TypeVar("SettingT", RetryPolicy, RetryBudget)
-
-
-def _retry_setting(name: str, kind: type[SettingT], given: Any) -> SettingT | None:
-    """The `retry`/`retry_budget` option as its object: given as one, or as a mapping of its
-    numeric settings; anything else is a `TypeError` naming the option."""
-    if given is None or isinstance(given, kind):
-        return given
-    if not isinstance(given, Mapping):
-        raise TypeError(f"{name} must be a {kind.__name__} or a mapping of its settings")
-    known = list(inspect.signature(kind).parameters)
-    unknown = [key for key in given if key not in known]
-    if unknown:
-        names = ", ".join(repr(key) for key in unknown)
-        raise TypeError(f"unknown {name} setting {names}; known: {', '.join(known)}")
-    for key, value in given.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"{name}.{key} must be a number, not {type(value).__name__}")
-    return kind(**given)
 
 
 def _http_exception_types(name: str) -> tuple[type[BaseException], ...]:
@@ -262,20 +171,37 @@ class LoopBoundClient(Generic[C]):
 class SDKChatModel(ChatModel, Generic[C, OptionsT]):
     """A `ChatModel` over an async SDK client: build, send with retries, parse, map errors.
 
-    Constructed with the model name and the keyword options of `options_type`.
+    Constructed with the model name, what the operator gives it, and the client options
+    of `options_type` as keywords (validated by it: an unknown one is named).
     """
 
     options_type: ClassVar[type[ModelOptions]] = ModelOptions
 
-    def __init__(self, model: str, **options: Any) -> None:
-        given: Any = self.options_type.from_keywords(type(self).__name__, options)
+    def __init__(
+        self,
+        model: str,
+        *,
+        media_store: MediaStore | None = None,
+        generation: Mapping[str, Any] | None = None,
+        limits: RateLimits | None = None,
+        upload_media: UploadMedia | None = None,
+        **options: Any,
+    ) -> None:
+        """`media_store`: where media parts given by store ref are read from; `generation`:
+        generation options sent with every call; `limits`: what admission applies to this
+        model's attempts in this process (a subtask's share of the spec's limits; None: the
+        adaptive rate alone); `upload_media`: send media of its `min_bytes` or more to the
+        provider's file API once (None: inline)."""
+        given: Any = checked(self.options_type, options, "option")
         self.model = model
         self.options: OptionsT = self._with_api_key(given)
-        self.retry = policy_from(self.options.retry, self.options.max_retries)
-        self.retry_budget = self.options.retry_budget or RetryBudget()
-        self.generation = dict(self.options.generation or {})
-        limits = self.options.limits or RateLimits()
-        self.admission: Admission | None = Admission(limits) if limits.active else None
+        self.media_store = media_store
+        """Where store refs are resolved."""
+        self.generation = dict(generation or {})
+        self.limits = limits or RateLimits()
+        self.upload_media = upload_media
+        self.retry_budget = RetryBudget(self.options.retry_budget)
+        self.admission: Admission | None = Admission(self.limits) if self.limits.active else None
         """Where every attempt waits for capacity; None when admission is off."""
         self._family = "gemini" if self.provider.startswith("gemini") else "openai"
         self._output_mean = OutputMean()
@@ -286,7 +212,7 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
 
     def _file_uploads(self) -> FileUploads | None:
         """The uploads `upload_media` asks for; a model without a file API refuses it."""
-        settings, store = self.options.upload_media, self.options.media_store
+        settings, store = self.upload_media, self.media_store
         if settings is None:
             return None
         endpoint = self._files_endpoint()
@@ -313,11 +239,6 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
     def timeout(self) -> float | None:
         """Seconds one attempt may take."""
         return self.options.timeout
-
-    @property
-    def media_store(self) -> MediaStore | None:
-        """Where store refs are resolved."""
-        return self.options.media_store
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -490,7 +411,13 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
 
         retried: list[RetryAttempt] = []
         response = await call_with_retries(
-            attempt, self.retry, self.retry_budget, self._rng, retried, paced=admission is not None
+            attempt,
+            self.options.max_retries,
+            self.options.retry,
+            self.retry_budget,
+            self._rng,
+            retried,
+            paced=admission is not None,
         )
         return response.model_copy(update={"retries": retried}) if retried else response
 
@@ -509,7 +436,12 @@ class SDKChatModel(ChatModel, Generic[C, OptionsT]):
             return result
 
         return await call_with_retries(
-            attempt, self.retry, self.retry_budget, self._rng, paced=admission is not None
+            attempt,
+            self.options.max_retries,
+            self.options.retry,
+            self.retry_budget,
+            self._rng,
+            paced=admission is not None,
         )
 
     async def _sent(self, ticket: Ticket | None, operation: Callable[[C], Awaitable[T]]) -> T:

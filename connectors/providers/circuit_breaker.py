@@ -16,29 +16,31 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from streamagents.connectors.durations import WaitSeconds
+
 __all__ = ["BreakerSettings", "BreakerState", "CircuitBreaker", "Permit"]
 
 BreakerState = Literal["closed", "open", "half_open"]
 
 
-@dataclass(frozen=True)
-class BreakerSettings:
-    """When a breaker opens, how long it stays open, and how many probes it lets through."""
+class BreakerSettings(BaseModel):
+    """When a breaker opens, how long it stays open, and how many probes it lets through
+    (a spec's `agent.model.failover.breaker`)."""
 
-    failure_threshold: int = 5
-    """Consecutive failures that open the breaker."""
-    cooldown_s: float = 30.0
-    """Seconds an open breaker skips its model before letting a probe through."""
-    half_open_probes: int = 1
-    """Calls let through at once while half open."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def __post_init__(self) -> None:
-        if self.failure_threshold < 1:
-            raise ValueError("failure_threshold must be at least 1")
-        if not self.cooldown_s > 0:
-            raise ValueError("cooldown_s must be above 0")
-        if self.half_open_probes < 1:
-            raise ValueError("half_open_probes must be at least 1")
+    failure_threshold: int = Field(
+        default=5, ge=1, description="Failed calls in a row (failover conditions) that open it."
+    )
+    cooldown_s: WaitSeconds = Field(
+        default=30.0,
+        description="Seconds an open breaker skips its model before letting a probe through.",
+    )
+    half_open_probes: int = Field(
+        default=1, ge=1, le=1000, description="Calls let through at once as probes when half open."
+    )
 
 
 @dataclass(frozen=True)

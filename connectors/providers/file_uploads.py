@@ -22,8 +22,9 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.provider_files import ProviderFile, ProviderFileIndex
@@ -54,18 +55,15 @@ Uploader = Callable[[bytes, str, str], Awaitable[ProviderFile]]
 """Uploads (bytes, mime type, filename) through the SDK and returns the file it made."""
 
 
-@dataclass(frozen=True)
-class UploadMedia:
-    """A model's `upload_media` setting: media of `min_bytes` or more go to its file API."""
+class UploadMedia(BaseModel):
+    """A model's `upload_media` setting: media of `min_bytes` or more go to the provider's
+    file API once, and requests refer to the file instead of sending the bytes again."""
 
-    min_bytes: int
-    """The smallest medium uploaded; smaller ones stay inline."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def __post_init__(self) -> None:
-        if isinstance(self.min_bytes, bool) or not isinstance(self.min_bytes, int):
-            raise TypeError("upload_media.min_bytes must be an integer")
-        if self.min_bytes < 1:
-            raise ValueError("upload_media.min_bytes must be at least 1")
+    min_bytes: int = Field(
+        ge=1, description="The smallest medium (in bytes) uploaded; smaller ones stay inline."
+    )
 
 
 def file_rejected(error: ProviderError) -> bool:

@@ -192,5 +192,9 @@ def prepare_tools(tools: Iterable[ToolLike]) -> list[ToolSpec]:
 
 
 def wire_options(options: Mapping[str, Any] | None, aliases: Mapping[str, str]) -> dict[str, Any]:
-    """Generation options under the wire's own names: each key in `aliases` is renamed."""
-    return {aliases.get(key, key): value for key, value in (options or {}).items()}
+    """Generation options under the wire's own names: each key in `aliases` is renamed, and
+    the entries of `extra_body` (an OpenAI-compatible server's own fields) are added as
+    they are."""
+    given = dict(options or {})
+    extra = given.pop("extra_body", None) or {}
+    return {**{aliases.get(key, key): value for key, value in given.items()}, **extra}

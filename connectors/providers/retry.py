@@ -14,8 +14,9 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
 from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streamagents.connectors.providers.errors import (
     EmptyResponseError,
@@ -26,31 +27,58 @@ from streamagents.serde.chat import RetryAttempt
 
 __all__ = [
     "RetryBudget",
+    "RetryBudgetSettings",
     "RetryPolicy",
     "call_with_retries",
     "parse_retry_after",
-    "policy_from",
 ]
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long one call is retried."""
+class RetryPolicy(BaseModel):
+    """How long one call's retries wait, and how long a call may keep retrying (how many
+    retries it gets is the model's `max_retries`)."""
 
-    max_retries: int = 3
-    """Retries after the first attempt (0 disables retries, except the empty-reply one)."""
-    initial_delay_s: float = 0.5
-    """Backoff before the first retry."""
-    max_delay_s: float = 20.0
-    """Cap on one backoff (a longer Retry-After is still honoured, within max_elapsed_s)."""
-    multiplier: float = 2.0
-    """Growth of the backoff per retry."""
-    jitter: float = 0.5
-    """Fraction of each backoff drawn at random: the delay lies in [(1-jitter)*b, b]."""
-    max_elapsed_s: float = 120.0
-    """No retry starts once the call has taken this long (including the wait before it)."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    initial_delay_s: float = Field(
+        default=0.5, ge=0, allow_inf_nan=False, description="Backoff before the first retry."
+    )
+    max_delay_s: float = Field(
+        default=20.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Cap on one backoff (a longer Retry-After is still honoured, within "
+        "max_elapsed_s).",
+    )
+    multiplier: float = Field(
+        default=2.0, ge=1, allow_inf_nan=False, description="Growth of the backoff per retry."
+    )
+    jitter: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Fraction of each backoff drawn at random: the delay lies in "
+        "[(1-jitter)*b, b].",
+    )
+    max_elapsed_s: float = Field(
+        default=120.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="No retry starts once the call has taken this long (the wait before it "
+        "included).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retries_are_counted_elsewhere(cls, given: Any) -> Any:
+        if isinstance(given, Mapping) and "max_retries" in given:
+            raise ValueError(
+                "retry.max_retries is no longer a retry setting: the number of retries is the "
+                "model option max_retries (options: {max_retries: N}); retry holds the waits"
+            )
+        return given
 
     def backoff(self, retry: int, rng: random.Random) -> float:
         """The jittered delay before retry number `retry` (0-based)."""
@@ -68,23 +96,34 @@ class RetryPolicy:
         return max(backoff, retry_after + spread * rng.random())
 
 
-def policy_from(retry: RetryPolicy | None, max_retries: int | None) -> RetryPolicy:
-    """The policy an adapter uses: `retry` (or the default) with `max_retries` applied."""
-    policy = retry or RetryPolicy()
-    return policy if max_retries is None else replace(policy, max_retries=max_retries)
+class RetryBudgetSettings(BaseModel):
+    """The size of a model's `RetryBudget`: what each call earns and the reserve."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ratio: float = Field(
+        default=0.2, ge=0, allow_inf_nan=False, description="Retry tokens each call earns."
+    )
+    reserve: float = Field(
+        default=10.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Retry tokens the bucket holds at most, and starts with.",
+    )
 
 
 class RetryBudget:
     """A token bucket shared by one model's calls, so an outage does not multiply traffic.
 
     Each call earns `ratio` tokens (up to `reserve`); each retry spends one. With the
-    defaults retries stay near 20% of calls once the initial reserve of 10 is spent.
+    default settings retries stay near 20% of calls once the initial reserve of 10 is spent.
     """
 
-    def __init__(self, ratio: float = 0.2, reserve: float = 10.0) -> None:
-        self.ratio = ratio
-        self.reserve = reserve
-        self._tokens = reserve
+    def __init__(self, settings: RetryBudgetSettings | None = None) -> None:
+        given = settings or RetryBudgetSettings()
+        self.ratio = given.ratio
+        self.reserve = given.reserve
+        self._tokens = given.reserve
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -135,13 +174,15 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
 
 async def call_with_retries(
     send: Callable[[], Awaitable[T]],
+    max_retries: int,
     policy: RetryPolicy,
     budget: RetryBudget,
     rng: random.Random,
     retried: list[RetryAttempt] | None = None,
     paced: bool = False,
 ) -> T:
-    """Await `send()` until it succeeds, retrying retryable `ProviderError`s per `policy`.
+    """Await `send()` until it succeeds, retrying retryable `ProviderError`s up to
+    `max_retries` times, waiting as `policy` says.
 
     Each failed attempt that is retried is appended to `retried` when given; an error
     raised at the end carries them too (`ProviderError.retries`). `paced` says an
@@ -168,13 +209,13 @@ async def call_with_retries(
                     raise
                 empty_retried = True
                 delay = policy.backoff(0, rng)
-            elif paced and isinstance(error, RateLimited) and policy.max_retries > 0:
+            elif paced and isinstance(error, RateLimited) and max_retries > 0:
                 delay = policy.backoff(0, rng)
                 wait = max(delay, error.retry_after or 0.0)
                 if time.monotonic() - started + wait > policy.max_elapsed_s:
                     raise
             else:
-                if not error.retryable or retries >= policy.max_retries:
+                if not error.retryable or retries >= max_retries:
                     raise
                 delay = policy.delay(retries, error.retry_after, rng)
                 elapsed = time.monotonic() - started

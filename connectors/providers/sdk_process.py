@@ -82,8 +82,7 @@ def wants_worker(sdk_process: bool | None, cores: int | None = None) -> bool:
 def _limits_configured(model: ChatModel) -> bool:
     """Whether `model` has configured rate limits (`RateLimits.configured`), which one
     process's admission must keep: its calls are then never made beside its worker's."""
-    options = getattr(model, "options", None)
-    limits = getattr(options, "limits", None)
+    limits = getattr(model, "limits", None)
     return isinstance(limits, RateLimits) and limits.configured
 
 

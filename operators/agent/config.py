@@ -11,11 +11,26 @@ from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from streamagents.connectors.mcp_servers import McpServer
-from streamagents.connectors.providers import PROVIDER_NAMES, RateLimits
+from streamagents.connectors.durations import LONGEST_WAIT_S, WaitSeconds
+from streamagents.connectors.mcp_servers import ApprovalRule, CallApprovalTimeout, McpServer
+from streamagents.connectors.providers import PROVIDER_NAMES, PrefixCacheSettings, RateLimits
+from streamagents.connectors.providers.circuit_breaker import BreakerSettings
 from streamagents.connectors.providers.file_uploads import UploadMedia
+from streamagents.connectors.providers.options import (
+    checked,
+    client_options,
+    generation_options,
+)
 from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
@@ -26,7 +41,6 @@ __all__ = [
     "SPEND_BUDGETS",
     "AgentConfig",
     "AgentSettings",
-    "BreakerConfig",
     "Budgets",
     "BuiltinTools",
     "ContextCacheConfig",
@@ -38,7 +52,6 @@ __all__ = [
     "InputLimits",
     "InputMedia",
     "MemoryConfig",
-    "ModelLimits",
     "ModelSpec",
     "ModelTarget",
     "OtlpEndpoint",
@@ -47,7 +60,6 @@ __all__ = [
     "TelemetryConfig",
     "TenantSpendBudget",
     "ToolRef",
-    "UploadMediaConfig",
     "fallback_extras_problem",
     "followup_key_problem",
     "gemini_extras_problem",
@@ -63,9 +75,6 @@ _SECRET_OPTION = re.compile(
 )
 _SECRET_VALUES = frozenset({"default_headers", "headers", "default_query", "http_options"})
 _HIDDEN = "[hidden]"
-
-LONGEST_WAIT_S = 365 * 24 * 3600.0
-"""Longest wait or interval a config or job spec may give (Flink takes whole milliseconds)."""
 
 
 def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,58 +97,25 @@ def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
-class ModelLimits(BaseModel):
-    """The job's limits on one model's calls, shared out evenly over the operator's parallel
-    subtasks (`share`); admission holds every attempt until it fits (see `admission`)."""
-
-    model_config = _MODEL_CONFIG
-
-    requests_per_minute: float | None = Field(
-        default=None, gt=0, description="Requests the whole job sends per minute at most."
-    )
-    tokens_per_minute: float | None = Field(
-        default=None,
-        gt=0,
-        description="Tokens (input plus output; estimated before a call, corrected from the "
-        "usage its reply reports) the whole job uses per minute at most.",
-    )
-    max_concurrent: int | None = Field(
-        default=None, ge=1, description="Requests the whole job has on the wire at once at most."
-    )
-    adaptive: bool = Field(
-        default=True,
-        description="Slow down on 429s (Retry-After pauses a subtask's calls; the request rate "
-        "drops and is probed back up), with or without configured limits.",
-    )
-
-    def share(self, parallelism: int) -> RateLimits:
-        """What each of `parallelism` subtasks applies: the rates divided by it, and
-        `max_concurrent` divided by it rounded down, at least 1."""
-        return RateLimits(
-            requests_per_minute=self.requests_per_minute,
-            tokens_per_minute=self.tokens_per_minute,
-            max_concurrent=self.max_concurrent,
-            adaptive=self.adaptive,
-        ).share(parallelism)
-
-
 UPLOAD_PROVIDERS = ("gemini", "openai", "openai-responses")
 """The providers whose wire refers to media uploaded to a file API (`upload_media`)."""
 
 
-class UploadMediaConfig(BaseModel):
-    """Send media of `min_bytes` or more to the model's file API once, and refer to the file
-    in requests instead of sending the bytes again (see docs/providers.md)."""
+_SET_ELSEWHERE = {
+    "limits": "the model's `limits`",
+    "upload_media": "the model's `upload_media`",
+    "generation": "the model's `generation`",
+    "builtin_tools": "the agent's `builtin_tools`",
+    "context_cache": "the agent's `context_cache`",
+}
+"""What a model's adapter is given from settings of their own, never from its options."""
 
-    model_config = _MODEL_CONFIG
 
-    min_bytes: int = Field(
-        ge=1, description="The smallest medium (in bytes) uploaded; smaller ones stay inline."
-    )
-
-    def settings(self) -> UploadMedia:
-        """The adapter's `upload_media` option."""
-        return UploadMedia(min_bytes=self.min_bytes)
+def _wire(provider: Any) -> str | None:
+    """The provider whose options a model entry takes (the demo speaks the Gemini wire);
+    None for a name that is no provider (refused on its own)."""
+    wire = "gemini" if provider == "demo" else provider
+    return wire if wire in PROVIDER_NAMES else None
 
 
 class ModelTarget(BaseModel):
@@ -151,11 +127,13 @@ class ModelTarget(BaseModel):
     model: str = Field(min_length=1, description="Model name as the provider spells it.")
     options: dict[str, Any] = Field(
         default_factory=dict,
-        description="Client constructor options (api_key, base_url, timeout, max_retries...).",
+        description="Client options (api_key, base_url, timeout, max_retries...), checked "
+        "against the provider's (`connectors.providers.options.client_options`).",
     )
     generation: dict[str, Any] = Field(
         default_factory=dict,
-        description="Per-request generation options passed to achat (temperature, ...).",
+        description="Generation options sent with every request (temperature, ...), checked "
+        "against the provider's wire (`connectors.providers.options.generation_options`).",
     )
     sdk_process: bool | None = Field(
         default=False,
@@ -168,13 +146,13 @@ class ModelTarget(BaseModel):
         description="US dollars per million tokens (input, cached input, output) of this "
         "model; unset: the published price table's, if it lists the model.",
     )
-    limits: ModelLimits = Field(
-        default_factory=ModelLimits,
+    limits: RateLimits = Field(
+        default_factory=RateLimits,
         description="Rate limits of this model's calls for the whole job, shared out over its "
         "subtasks; with none set, calls still slow down on 429s (`adaptive`).",
     )
 
-    upload_media: UploadMediaConfig | None = Field(
+    upload_media: UploadMedia | None = Field(
         default=None,
         description="Send media of `min_bytes` or more to the provider's file API once and "
         f"refer to the file ({', '.join(UPLOAD_PROVIDERS)}; not Vertex AI); unset: inline.",
@@ -187,12 +165,26 @@ class ModelTarget(BaseModel):
 
     @field_validator("options")
     @classmethod
-    def _limits_not_in_options(cls, options: dict[str, Any]) -> dict[str, Any]:
-        if "limits" in options:
-            raise ValueError("limits go in the model's `limits`, not in its options")
-        if "upload_media" in options:
-            raise ValueError("upload_media goes in the model's `upload_media`, not in its options")
+    def _options_the_provider_takes(
+        cls, options: dict[str, Any], info: ValidationInfo
+    ) -> dict[str, Any]:
+        for name, home in _SET_ELSEWHERE.items():
+            if name in options:
+                raise ValueError(f"{name} goes in {home}, not in the model's options")
+        wire = _wire(info.data.get("provider"))
+        if wire is not None:
+            checked(client_options(wire), options, "option")
         return options
+
+    @field_validator("generation")
+    @classmethod
+    def _generation_the_wire_takes(
+        cls, generation: dict[str, Any], info: ValidationInfo
+    ) -> dict[str, Any]:
+        wire = _wire(info.data.get("provider"))
+        if wire is not None:
+            checked(generation_options(wire), generation, "generation option")
+        return generation
 
     @model_validator(mode="after")
     def _uploads_have_a_file_api(self) -> ModelTarget:
@@ -226,26 +218,6 @@ FailoverCondition = Literal["rate_limited", "server_error", "timeout", "connecti
 """A failure that moves a call on to the next model (see `FailoverConfig.conditions`)."""
 
 
-class BreakerConfig(BaseModel):
-    """Each model's circuit breaker: when it opens, how long it stays open, its probes."""
-
-    model_config = _MODEL_CONFIG
-
-    failure_threshold: int = Field(
-        default=5, ge=1, description="Failed calls in a row (failover conditions) that open it."
-    )
-    cooldown_s: float = Field(
-        default=30.0,
-        gt=0,
-        le=LONGEST_WAIT_S,
-        allow_inf_nan=False,
-        description="Seconds an open breaker skips its model before letting a probe through.",
-    )
-    half_open_probes: int = Field(
-        default=1, ge=1, le=1000, description="Calls let through at once as probes when half open."
-    )
-
-
 class FailoverConfig(BaseModel):
     """When a call moves on to the next model of the chain, and the breakers' settings."""
 
@@ -257,8 +229,8 @@ class FailoverConfig(BaseModel):
         description="Failures (after the model's own retries) that move a call on: "
         "rate_limited, server_error, timeout, connection.",
     )
-    breaker: BreakerConfig = Field(
-        default_factory=BreakerConfig, description="Each model's circuit breaker."
+    breaker: BreakerSettings = Field(
+        default_factory=BreakerSettings, description="Each model's circuit breaker."
     )
 
 
@@ -488,26 +460,11 @@ class BuiltinTools(BaseModel):
         return tuple(name for name in type(self).model_fields if getattr(self, name))
 
 
-class ContextCacheConfig(BaseModel):
+class ContextCacheConfig(PrefixCacheSettings):
     """Explicit context caching (Gemini): the system prompt, tool declarations and agent
     documents are cached on the server once and referenced by every request."""
 
-    model_config = _MODEL_CONFIG
-
     enabled: bool = Field(default=False, description="Cache the request prefix.")
-    ttl_s: float = Field(
-        default=3600.0,
-        gt=0,
-        le=7 * 24 * 3600,
-        description="Lifetime of a cache; the server evicts it after that (and a new one is "
-        "made on the next turn).",
-    )
-    min_tokens: int = Field(
-        default=0,
-        ge=0,
-        description="Make a cache only for prompts of at least this many tokens, and drop one "
-        "that holds fewer (storage would cost more than it saves).",
-    )
 
 
 GEMINI_EXTRAS_PROVIDERS = ("gemini", "demo")
@@ -544,11 +501,8 @@ def fallback_extras_problem(model: ModelSpec, builtin_tools: BuiltinTools) -> st
 
 
 ApprovalTimeout = Annotated[
-    float,
+    WaitSeconds,
     Field(
-        gt=0,
-        le=LONGEST_WAIT_S,
-        allow_inf_nan=False,
         description="How long a tool call that needs approval waits for its decision, unless "
         "its tool says otherwise; then it is rejected as timed out.",
     ),
@@ -720,18 +674,12 @@ class ToolRef(BaseModel):
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
         description='Import path, "package.module:function".',
     )
-    approval: Literal["required", "none"] | None = Field(
+    approval: ApprovalRule | None = Field(
         default=None,
         description="required: every call waits for a decision; none: no call does; "
         "unset: as the tool itself declares (`@tool(requires_approval=...)`).",
     )
-    approval_timeout_s: float | None = Field(
-        default=None,
-        gt=0,
-        le=LONGEST_WAIT_S,
-        allow_inf_nan=False,
-        description="How long a call waits for its decision; unset: the agent's.",
-    )
+    approval_timeout_s: CallApprovalTimeout = None
     allow_edits: bool = Field(
         default=False,
         description="Whether an approving decision may change the call's arguments; off: "

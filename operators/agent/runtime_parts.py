@@ -8,7 +8,6 @@ from typing import NamedTuple
 from streamagents.connectors.mcp_servers import McpServer, require_mcp
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel, PrefixCache, create_model
-from streamagents.connectors.providers.circuit_breaker import BreakerSettings
 from streamagents.connectors.providers.failover import FailoverLink, FailoverModel
 from streamagents.operators.agent.config import AgentConfig, ModelTarget, ToolRef
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool
@@ -75,7 +74,7 @@ def _model(config: AgentConfig, store: MediaStore, message_json: MessageJson) ->
             prefix_cache=prefix_cache if gemini else None,
             media_store=store,
             limits=target.limits.share(config.subtasks),
-            upload_media=None if target.upload_media is None else target.upload_media.settings(),
+            upload_media=target.upload_media,
             **options,
         )
 
@@ -86,7 +85,7 @@ def _model(config: AgentConfig, store: MediaStore, message_json: MessageJson) ->
     return FailoverModel(
         [FailoverLink(t.provider, t.model, build(t), t.generation) for t in spec.chain()],
         conditions=failover.conditions,
-        breaker=BreakerSettings(**failover.breaker.model_dump()),
+        breaker=failover.breaker,
     )
 
 

@@ -231,13 +231,16 @@ def test_checking_a_spec_imports_only_the_sdk_of_its_provider(tmp_path: Path) ->
 
 def test_model_options_the_adapter_refuses_are_reported_with_their_line(tmp_path: Path) -> None:
     for options, expected in (
-        ("transport: requests", "unknown transport 'requests'; known: aiohttp, httpx"),
-        ("temprature: 0.2", "unknown option 'temprature' for gemini"),
+        ("transport: requests", "options.transport: expected 'aiohttp' or 'httpx'"),
+        (
+            "max_retrys: 2",
+            "options.max_retrys: unknown option 'max_retrys'; did you mean 'max_retries'?",
+        ),
     ):
         text = MINIMAL.replace('options: {api_key: "${GEMINI_API_KEY}"}', f"options: {{{options}}}")
         with pytest.raises(SpecError) as caught:
-            check_runnable(load_spec(write_spec(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
-        assert ":6: agent.model.options: " in str(caught.value)
+            load_spec(write_spec(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+        assert ":6: agent.model." in str(caught.value)
         assert expected in str(caught.value)
     text = MINIMAL.replace('${GEMINI_API_KEY}"}', '${GEMINI_API_KEY}", transport: httpx}')
     loaded = load_spec(write_spec(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
@@ -248,22 +251,23 @@ def test_model_options_the_adapter_refuses_are_reported_with_their_line(tmp_path
 def test_retry_settings_in_a_spec_reach_the_adapter_and_bad_ones_fail_validate(
     tmp_path: Path,
 ) -> None:
-    retry = "retry: {max_retries: 1, initial_delay_s: 0.1}, retry_budget: {ratio: 0.5}"
+    retry = "max_retries: 1, retry: {initial_delay_s: 0.1}, retry_budget: {ratio: 0.5}"
     text = MINIMAL.replace('${GEMINI_API_KEY}"}', f'${{GEMINI_API_KEY}}", {retry}}}')
     loaded = load_spec(write_spec(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
     check_runnable(loaded)
     model = PROVIDERS["gemini"]("m", **loaded.model.options)
-    assert (model.retry.max_retries, model.retry.initial_delay_s) == (1, 0.1)
+    assert (model.options.max_retries, model.options.retry.initial_delay_s) == (1, 0.1)
     assert model.retry_budget.ratio == 0.5
     for bad, expected in (
-        ("retry: {max_retrys: 1}", "unknown retry setting 'max_retrys'"),
-        ("retry: {jitter: lots}", "retry.jitter must be a number"),
-        ("retry_budget: 3", "retry_budget must be a RetryBudget or a mapping"),
+        ("retry: {max_retrys: 1}", "options.retry.max_retrys: unknown retry setting 'max_retrys'"),
+        ("retry: {jitter: lots}", "options.retry.jitter: expected a valid number"),
+        ("retry_budget: 3", "options.retry_budget: expected a valid dictionary"),
+        ("retry: {max_retries: 2}", "options.retry: retry.max_retries is no longer a retry"),
     ):
         text = MINIMAL.replace('${GEMINI_API_KEY}"}', f'${{GEMINI_API_KEY}}", {bad}}}')
         with pytest.raises(SpecError) as caught:
-            check_runnable(load_spec(write_spec(tmp_path, text), {"GEMINI_API_KEY": "test-key"}))
-        assert ":6: agent.model.options: " in str(caught.value) and expected in str(caught.value)
+            load_spec(write_spec(tmp_path, text), {"GEMINI_API_KEY": "test-key"})
+        assert ":6: agent.model." in str(caught.value) and expected in str(caught.value)
 
 
 def test_retry_options_and_limits_from_yaml_reach_the_running_adapter(tmp_path: Path) -> None:
@@ -272,7 +276,7 @@ def test_retry_options_and_limits_from_yaml_reach_the_running_adapter(tmp_path: 
     model = (
         "{provider: gemini, model: m, sdk_process: false, limits: {requests_per_minute: 600, "
         "tokens_per_minute: 80000, max_concurrent: 9}, options: {api_key: "
-        '"${GEMINI_API_KEY}", retry: {max_retries: 5, jitter: 0.25}, retry_budget: '
+        '"${GEMINI_API_KEY}", max_retries: 5, retry: {jitter: 0.25}, retry_budget: '
         "{ratio: 0.3, reserve: 4}}}"
     )
     text = MINIMAL.replace(MINIMAL.splitlines()[5].split(": ", 1)[1], model)
@@ -280,14 +284,14 @@ def test_retry_options_and_limits_from_yaml_reach_the_running_adapter(tmp_path: 
     check_runnable(loaded)
     config = agent_config(loaded, model_spec(loaded.model)).model_copy(update={"subtasks": 4})
     adapter = AgentRuntime.from_config(config).model
-    assert (adapter.retry.max_retries, adapter.retry.jitter) == (5, 0.25)
+    assert (adapter.options.max_retries, adapter.options.retry.jitter) == (5, 0.25)
     assert (adapter.retry_budget.ratio, adapter.retry_budget.reserve) == (0.3, 4)
     assert adapter.admission.limits == RateLimits(
         requests_per_minute=150, tokens_per_minute=20000, max_concurrent=2
     )
     for bad, expected in (
         ("limits: {requests_per_minute: 0}, options: {", "agent.model.limits.requests_per_minute"),
-        ("options: {limits: {max_concurrent: 2}, ", "limits go in the model's `limits`"),
+        ("options: {limits: {max_concurrent: 2}, ", "limits goes in the model's `limits`"),
     ):
         wrong = MINIMAL.replace("options: {", bad)
         with pytest.raises(SpecError) as caught:

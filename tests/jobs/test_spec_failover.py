@@ -127,7 +127,7 @@ def test_a_fallback_option_its_adapter_does_not_take_is_refused_before_the_job_r
 ) -> None:
     text = SPEC.replace('"${OPENAI_API_KEY}"}', '"${OPENAI_API_KEY}", colour: 1}')
     message = refusal(tmp_path, text, runnable=True)
-    assert ":14: agent.model.fallbacks[0].options: unknown option 'colour' for openai" in message
+    assert ":14: agent.model.fallbacks[0].options.colour: unknown option 'colour'" in message
     assert "o-key" not in message
 
 

@@ -35,7 +35,7 @@ def test_the_docs_upload_example_reaches_the_model_and_its_fallback_with_the_med
     model = runtime_parts(config).model
     assert isinstance(model, FailoverModel)
     adapters = [getattr(link.model, "model", link.model) for link in model.links]  # worker or not
-    settings = [(a.options.upload_media, a.uploads.index.root) for a in adapters]
+    settings = [(a.upload_media, a.uploads.index.root) for a in adapters]
     assert settings == [
         (UploadMedia(min_bytes=1_000_000), str(tmp_path / "media")),
         (UploadMedia(min_bytes=500_000), str(tmp_path / "media")),

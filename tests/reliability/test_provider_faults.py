@@ -30,10 +30,9 @@ from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
-from streamagents.connectors.providers import RetryBudget, RetryPolicy
+from streamagents.connectors.providers import RateLimits, RetryBudgetSettings, RetryPolicy
 from streamagents.jobs.cluster import free_port
 from streamagents.operators.agent import AgentConfig, Budgets, ModelSpec
-from streamagents.operators.agent.config import ModelLimits
 from streamagents.operators.flink import agent_stream, configure_environment
 
 SEED = 20261130
@@ -42,7 +41,8 @@ KEYS = 200
 PARALLELISM = 2
 TIMEOUT_S = 2.0
 RETRY_AFTER_S = 0.05
-POLICY = RetryPolicy(max_retries=2, initial_delay_s=0.01, max_delay_s=0.05, jitter=0.5)
+MAX_RETRIES = 2
+POLICY = RetryPolicy(initial_delay_s=0.01, max_delay_s=0.05, jitter=0.5)
 BUDGET_RATIO = 0.2
 BUDGET_RESERVE = 10.0
 FAULT_RATES = {
@@ -173,14 +173,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 model="gemini-3-flash-preview",
                 # Injected 429s are random faults, not a quota: admission's adaptive rate and
                 # its exemption of 429s from the retry budget would change what is measured.
-                limits=ModelLimits(adaptive=False),
+                limits=RateLimits(adaptive=False),
                 options={
                     "api_key": "test-key",
                     "base_url": stub.url,
                     "timeout": TIMEOUT_S,
-                    "max_retries": POLICY.max_retries,
+                    "max_retries": MAX_RETRIES,
                     "retry": POLICY,
-                    "retry_budget": RetryBudget(ratio=BUDGET_RATIO, reserve=BUDGET_RESERVE),
+                    "retry_budget": RetryBudgetSettings(ratio=BUDGET_RATIO, reserve=BUDGET_RESERVE),
                 },
             ),
             max_in_flight=32,
@@ -228,7 +228,7 @@ def figures(run: dict[str, Any]) -> dict[str, Any]:
         "seed": SEED,
         "fault_rates_per_attempt": FAULT_RATES,
         "policy": {
-            "max_retries": POLICY.max_retries,
+            "max_retries": MAX_RETRIES,
             "initial_delay_s": POLICY.initial_delay_s,
             "max_delay_s": POLICY.max_delay_s,
             "timeout_s": TIMEOUT_S,
@@ -313,11 +313,11 @@ def test_every_input_reached_the_provider_and_saw_at_most_the_policys_attempts(
         assert output["error"]["type"] in {"RequestTimeout", "ConnectionFailed"}, output["error"]
     assert len(unseen) < 0.01 * INPUTS
     assert len(run["requests"]) == sum(len(k) for k in attempts.values())
-    most = 1 + POLICY.max_retries + 1  # + the one free retry of an empty reply
+    most = 1 + MAX_RETRIES + 1  # + the one free retry of an empty reply
     assert max(len(kinds) for kinds in attempts.values()) <= most
     for kinds in attempts.values():
         assert kinds.count("empty") <= 2
-        assert budgeted_retries(kinds) <= POLICY.max_retries
+        assert budgeted_retries(kinds) <= MAX_RETRIES
 
 
 def test_retries_stay_within_the_retry_budget(figures: dict[str, Any]) -> None:

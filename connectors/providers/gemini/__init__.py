@@ -11,35 +11,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from streamagents.connectors.providers.gemini._context_cache import ContextCacheSettings
     from streamagents.connectors.providers.gemini._interactions_model import (
         GeminiInteractionsModel,
-        GeminiInteractionsOptions,
     )
-    from streamagents.connectors.providers.gemini._model import (
-        ContextCacheSettings,
-        GeminiChatModel,
-        GeminiOptions,
-    )
+    from streamagents.connectors.providers.gemini._model import GeminiChatModel
 
 __all__ = [
     "ContextCacheSettings",
     "GeminiChatModel",
     "GeminiInteractionsModel",
-    "GeminiInteractionsOptions",
-    "GeminiOptions",
 ]
 
 _HOMES = {
-    "ContextCacheSettings": "_model",
+    "ContextCacheSettings": "_context_cache",
     "GeminiChatModel": "_model",
-    "GeminiOptions": "_model",
     "GeminiInteractionsModel": "_interactions_model",
-    "GeminiInteractionsOptions": "_interactions_model",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Import a model or its options on first use (then kept as a global)."""
+    """Import a model or its cache settings on first use (then kept as a global)."""
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

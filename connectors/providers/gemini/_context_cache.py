@@ -28,7 +28,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from streamagents.connectors.providers._prefix_cache import PrefixCache
+from pydantic import Field
+
+from streamagents.connectors.providers._prefix_cache import PrefixCache, PrefixCacheSettings
 from streamagents.connectors.providers.errors import BadRequest, ProviderError
 from streamagents.connectors.providers.gemini.wire import GeminiRequest
 from streamagents.serde.chat import ChatResponse
@@ -41,17 +43,14 @@ _RETRY_CREATE_AFTER_S = 60.0
 """How long after a transient creation failure (429, 5xx, timeout) the next try waits."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class ContextCacheSettings:
-    """How a model caches its request prefix (system instruction, tools, documents)."""
+class ContextCacheSettings(PrefixCacheSettings):
+    """How a Gemini model caches its request prefix (system instruction, tools, documents)."""
 
-    ttl_s: float = 3600.0
-    """Lifetime the cache is created with; the server evicts it after that."""
-    min_tokens: int = 0
-    """Create a cache only when it holds at least this many tokens (smaller ones cost
-    more in storage than they save)."""
-    display_name: str = "streamagents"
-    """Name shown for the cache in the provider's console."""
+    display_name: str = Field(
+        default="streamagents",
+        max_length=128,
+        description="Name shown for the cache in the provider's console.",
+    )
 
     @classmethod
     def for_prefix(cls, cache: PrefixCache) -> ContextCacheSettings:

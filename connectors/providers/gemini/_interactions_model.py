@@ -25,11 +25,7 @@ from google.genai import _interactions as interactions_errors
 
 from streamagents.connectors.providers.base import TRANSPORT_ERRORS
 from streamagents.connectors.providers.errors import BadRequest, ConnectionFailed, ProviderError
-from streamagents.connectors.providers.gemini._model import (
-    GeminiChatModel,
-    GeminiOptions,
-    sdk_http_options,
-)
+from streamagents.connectors.providers.gemini._model import GeminiChatModel, sdk_http_options
 from streamagents.connectors.providers.gemini.interactions_wire import (
     PROVIDER,
     InteractionsRequest,
@@ -38,24 +34,10 @@ from streamagents.connectors.providers.gemini.interactions_wire import (
     to_request,
 )
 from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.options import GeminiInteractionsOptions, GeminiOptions
 from streamagents.serde.chat import ChatResponse
 
-__all__ = ["GeminiInteractionsModel", "GeminiInteractionsOptions"]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class GeminiInteractionsOptions(GeminiOptions):
-    """The Gemini options plus the Interactions API's own (storing and continuing)."""
-
-    store: bool = True
-    """Ask the server to store each interaction (the body's `store`)."""
-    continue_stored: bool = True
-    """With `store`, send only the steps after the stored interaction a request names
-    (`previous_interaction_id`) instead of the whole conversation."""
-    stream: bool = False
-    """Read each reply as server-sent events; a cut stream is resumed, not restarted."""
-    max_stream_resumes: int = 3
-    """Resumed reads of one reply, in a row, that may bring no new event before giving up."""
+__all__ = ["GeminiInteractionsModel"]
 
 
 class _StoredInteractionGone(BadRequest):
@@ -89,7 +71,7 @@ class GeminiInteractionsModel(GeminiChatModel):
                 "tool-result media inside the function_result step"
             )
         checked = super()._with_api_key(options)
-        return dataclasses.replace(checked, api_version=checked.api_version or "v1beta")
+        return checked.model_copy(update={"api_version": checked.api_version or "v1beta"})
 
     def _files_endpoint(self) -> str | None:
         """None: `upload_media` applies to the gemini wire, not to this one."""
@@ -109,7 +91,7 @@ class GeminiInteractionsModel(GeminiChatModel):
             tools,
             options,
             model=self.model,
-            store=self.options.media_store,
+            store=self.media_store,
             stored=self.options.store,
             stream=self.options.stream,
         )

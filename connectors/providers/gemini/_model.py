@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import io
 import os
 from collections.abc import Mapping, Sequence
@@ -16,7 +15,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from streamagents.connectors.provider_files import ProviderFile
-from streamagents.connectors.providers.base import ModelOptions, SDKChatModel
+from streamagents.connectors.providers.base import SDKChatModel
 from streamagents.connectors.providers.errors import BadRequest, MalformedResponse, ProviderError
 from streamagents.connectors.providers.gemini._aiohttp_session import (
     proxied_session,
@@ -36,10 +35,11 @@ from streamagents.connectors.providers.gemini.wire import (
     to_request,
 )
 from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
+from streamagents.connectors.providers.options import GeminiOptions
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import MediaPart
 
-__all__ = ["ContextCacheSettings", "GeminiChatModel", "GeminiOptions"]
+__all__ = ["GeminiChatModel", "sdk_http_options"]
 
 GEMINI_API_ENDPOINT = "https://generativelanguage.googleapis.com/"
 """Where the SDK sends Gemini API requests when no base_url is given."""
@@ -49,27 +49,6 @@ _FIRST_POLL_S = 0.2
 _LONGEST_POLL_S = 5.0
 _LONGEST_PROCESSING_S = 600.0
 """How often, and how long at most, an uploaded file still PROCESSING is asked for again."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class GeminiOptions(ModelOptions):
-    """The shared options plus Gemini's own (Vertex AI, API version, tool-media fallback)."""
-
-    vertexai: bool = False
-    """Reach the model through Vertex AI (Google credentials) instead of the Gemini API."""
-    project: str | None = None
-    """Vertex AI project."""
-    location: str | None = None
-    """Vertex AI location."""
-    api_version: str | None = None
-    """API version in the path (the SDK's default when None)."""
-    legacy_tool_media: bool = False
-    """Send tool-result media as sibling parts, for models that refuse them inside a
-    function response."""
-    builtin_tools: tuple[str, ...] = ()
-    """Built-in server-side tools to enable: google_search, url_context, code_execution."""
-    context_cache: ContextCacheSettings | None = None
-    """Cache the system instruction, tools and agent documents on the server (None: off)."""
 
 
 def sdk_http_options(
@@ -102,15 +81,23 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
     provider = PROVIDER
     options_type = GeminiOptions
 
-    def __init__(self, model: str, **options: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        builtin_tools: Sequence[str] = (),
+        context_cache: ContextCacheSettings | None = None,
+        **options: Any,
+    ) -> None:
+        """`builtin_tools`: the built-in server-side tools to enable (google_search,
+        url_context, code_execution); `context_cache`: cache the system instruction, tools
+        and agent documents on the server (None: off); `options` as `SDKChatModel`'s."""
         super().__init__(model, **options)
-        settings: Any = self.options.context_cache
-        if isinstance(settings, Mapping):  # given as plain data, e.g. a YAML spec's options
-            settings = ContextCacheSettings(**settings)
+        self.builtin_tools = tuple(builtin_tools)
         self.context_cache = (
             None
-            if settings is None
-            else ContextCache(settings, self._create_cache, self._delete_cache)
+            if context_cache is None
+            else ContextCache(context_cache, self._create_cache, self._delete_cache)
         )
 
     def _with_api_key(self, options: GeminiOptions) -> GeminiOptions:
@@ -122,7 +109,7 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
                 "GeminiChatModel needs an API key: pass api_key= or set GEMINI_API_KEY "
                 "(or GOOGLE_API_KEY); Vertex AI (vertexai=True) uses Google credentials instead"
             )
-        return dataclasses.replace(options, api_key=key)
+        return options.model_copy(update={"api_key": key})
 
     def _new_client(self) -> genai.Client:
         """A client for the running loop. On the Gemini API over aiohttp it sends with a
@@ -156,9 +143,9 @@ class GeminiChatModel(SDKChatModel[genai.Client, GeminiOptions]):
             messages,
             tools,
             options,
-            store=self.options.media_store,
+            store=self.media_store,
             legacy_tool_media=self.options.legacy_tool_media,
-            builtin_tools=self.options.builtin_tools,
+            builtin_tools=self.builtin_tools,
             vertexai=self.options.vertexai,
             files=files,
         )

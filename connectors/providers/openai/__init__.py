@@ -2,8 +2,7 @@
 
 from streamagents.connectors.providers.openai._models import (
     OpenAIChatModel,
-    OpenAIOptions,
     OpenAIResponsesModel,
 )
 
-__all__ = ["OpenAIChatModel", "OpenAIOptions", "OpenAIResponsesModel"]
+__all__ = ["OpenAIChatModel", "OpenAIResponsesModel"]

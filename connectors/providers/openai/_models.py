@@ -13,7 +13,6 @@ the CPU per call of its default httpx client.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,36 +22,22 @@ from openai._models import FinalRequestOptions
 
 from streamagents.connectors.provider_files import ProviderFile
 from streamagents.connectors.providers.base import (
-    ModelOptions,
     SDKChatModel,
     failed_connection_beneath,
 )
 from streamagents.connectors.providers.errors import ConnectionFailed, ProviderError
 from streamagents.connectors.providers.neutral_request import MessageLike, ToolLike
 from streamagents.connectors.providers.openai import chat_wire, responses_wire
+from streamagents.connectors.providers.options import OpenAIOptions
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import MediaPart
 
-__all__ = ["OpenAIChatModel", "OpenAIModel", "OpenAIOptions", "OpenAIResponsesModel"]
+__all__ = ["OpenAIChatModel", "OpenAIModel", "OpenAIResponsesModel"]
 
 OPENAI_API_ENDPOINT = "https://api.openai.com/v1"
 """Where the SDK sends requests when no base_url is given."""
 _POST_OPTIONS: dict[str, FinalRequestOptions] = {}
 """The request options of a POST to each path, without its body (see `OpenAIModel._post`)."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class OpenAIOptions(ModelOptions):
-    """The shared options plus OpenAI's own (organization, extra headers)."""
-
-    organization: str | None = None
-    """The OpenAI organization the calls are billed to."""
-    default_headers: Mapping[str, str] | None = dataclasses.field(default=None, repr=False)
-    """Extra HTTP headers on every call (may carry credentials, so never shown)."""
-
-    def secret_values(self) -> list[str]:
-        """The shared options' credentials and every extra header's value."""
-        return [*super().secret_values(), *(self.default_headers or {}).values()]
 
 
 class OpenAIModel(SDKChatModel[openai.AsyncOpenAI, OpenAIOptions]):
@@ -68,7 +53,7 @@ class OpenAIModel(SDKChatModel[openai.AsyncOpenAI, OpenAIOptions]):
                 f"{type(self).__name__} needs an API key: pass api_key= or set OPENAI_API_KEY "
                 "(a server given by base_url may accept any key)"
             )
-        return dataclasses.replace(options, api_key=key or "unused")
+        return options.model_copy(update={"api_key": key or "unused"})
 
     def _new_client(self) -> openai.AsyncOpenAI:
         options = self.options
@@ -156,9 +141,7 @@ class OpenAIChatModel(OpenAIModel):
         options: dict[str, Any],
         files: Mapping[str, str],
     ) -> dict[str, Any]:
-        return chat_wire.to_request(
-            messages, tools, options, store=self.options.media_store, files=files
-        )
+        return chat_wire.to_request(messages, tools, options, store=self.media_store, files=files)
 
     def _references_file(self, part: MediaPart) -> bool:
         return chat_wire.references_file(part)
@@ -183,7 +166,7 @@ class OpenAIResponsesModel(OpenAIModel):
         files: Mapping[str, str],
     ) -> dict[str, Any]:
         return responses_wire.to_request(
-            messages, tools, options, store=self.options.media_store, files=files
+            messages, tools, options, store=self.media_store, files=files
         )
 
     def _references_file(self, part: MediaPart) -> bool:

@@ -21,7 +21,6 @@ from streamagents.connectors.providers.adaptive_rate import (
     AdaptiveRate,
 )
 from streamagents.connectors.providers.admission import PAUSE_JITTER, Admission
-from streamagents.operators.agent.config import ModelLimits
 from streamagents.serde.messages import ChatMessage
 
 
@@ -124,12 +123,12 @@ def test_the_adaptive_rate_stays_between_its_floor_and_the_configured_ceiling(
 
 
 def test_the_job_limits_are_shared_out_over_the_subtasks() -> None:
-    limits = ModelLimits(requests_per_minute=3000, tokens_per_minute=1_200_000, max_concurrent=10)
+    limits = RateLimits(requests_per_minute=3000, tokens_per_minute=1_200_000, max_concurrent=10)
     share = limits.share(4)
     assert (share.requests_per_minute, share.tokens_per_minute) == (750, 300_000)
     assert share.max_concurrent == 2  # 10 // 4: rounded down so the job stays within 10
-    assert ModelLimits(max_concurrent=3).share(8).max_concurrent == 1  # never below one
-    assert ModelLimits().share(8) == RateLimits()
+    assert RateLimits(max_concurrent=3).share(8).max_concurrent == 1  # never below one
+    assert RateLimits().share(8) == RateLimits()
 
 
 def test_a_retrys_backoff_holds_no_concurrency_permit_and_it_then_goes_first() -> None:

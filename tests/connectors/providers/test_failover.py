@@ -26,7 +26,7 @@ from tests.support.outage import GEMINI_503, gemini_text, openai_chat_text, resp
 from tests.support.provider_wire import PNG, WAV, snake, wire_bytes
 
 API_KEY = "sk-failover-test-key-0123456789abcdef"
-FAST = RetryPolicy(max_retries=1, initial_delay_s=0.001, max_delay_s=0.002)
+FAST = {"max_retries": 1, "retry": RetryPolicy(initial_delay_s=0.001, max_delay_s=0.002)}
 SIGNATURE = b"gemini-3-pro-own-signature"
 HELLO = [ChatMessage.user("hello")]
 _PREFIX = {"gemini": "", "gemini-interactions": "", "openai": "/v1", "openai-responses": "/v1"}
@@ -54,7 +54,7 @@ def stubs() -> Iterator[list[LoopbackStubServer]]:
 def link(provider: str, model: str, stub: LoopbackStubServer) -> FailoverLink:
     """A model of a chain, built by `create_model` against `stub`."""
     built = create_model(
-        provider, model, api_key=API_KEY, base_url=stub.url + _PREFIX[provider], retry=FAST
+        provider, model, api_key=API_KEY, base_url=stub.url + _PREFIX[provider], **FAST
     )
     return FailoverLink(provider, model, built)
 

@@ -7,6 +7,7 @@ import random
 import time
 
 import pytest
+from pydantic import ValidationError
 
 from streamagents.connectors.providers import (
     BadRequest,
@@ -17,6 +18,7 @@ from streamagents.connectors.providers import (
     ProviderError,
     RateLimited,
     RetryBudget,
+    RetryBudgetSettings,
     RetryPolicy,
     ServerError,
     create_model,
@@ -63,7 +65,7 @@ def test_retry_after_is_read_as_seconds_milliseconds_or_an_http_date() -> None:
 
 
 def test_retry_budget_spends_its_reserve_then_earns_a_share_of_calls() -> None:
-    budget = RetryBudget(ratio=0.5, reserve=2.0)
+    budget = RetryBudget(RetryBudgetSettings(ratio=0.5, reserve=2.0))
     assert budget.try_spend() and budget.try_spend()
     assert not budget.try_spend()
     budget.record_call()
@@ -97,10 +99,17 @@ def test_retry_options_given_as_mappings_build_the_policy_and_the_budget() -> No
     model = create_model(
         "openai", "m", api_key="k", retry={"max_delay_s": 5}, retry_budget={"reserve": 2}
     )
-    assert model.retry == RetryPolicy(max_delay_s=5)
+    assert model.options.retry == RetryPolicy(max_delay_s=5)
     assert isinstance(model.retry_budget, RetryBudget) and model.retry_budget.reserve == 2
-    with pytest.raises(TypeError, match="unknown retry_budget setting 'size'"):
+    with pytest.raises(ValidationError, match="unknown retry_budget setting 'size'"):
         create_model("openai", "m", api_key="k", retry_budget={"size": 2})
+
+
+def test_max_retries_is_one_option_and_the_old_retry_spelling_says_where_it_went() -> None:
+    model = create_model("openai", "m", api_key="k", max_retries=0)
+    assert model.options.max_retries == 0
+    with pytest.raises(ValidationError, match="the model option max_retries"):
+        create_model("openai", "m", api_key="k", retry={"max_retries": 2})
 
 
 def test_a_missing_api_key_is_refused_naming_the_variable(
@@ -143,5 +152,5 @@ def test_every_provider_maps_an_http_status_with_one_table(
     "provider", ["gemini", "gemini-interactions", "openai", "openai-responses"]
 )
 def test_an_unknown_option_is_refused_naming_it(provider: str) -> None:
-    with pytest.raises(TypeError, match="unknown option 'temprature'"):
+    with pytest.raises(ValidationError, match="unknown option 'temprature'"):
         create_model(provider, "m", api_key="k", temprature=0.2)

@@ -117,9 +117,11 @@ def test_the_worker_sends_and_answers_what_the_model_does_in_process(
 def test_provider_errors_come_back_as_the_same_class_with_the_same_facts(
     stub: LoopbackStubServer,
 ) -> None:
-    retry = RetryPolicy(max_retries=1, initial_delay_s=0.01)
+    retry = RetryPolicy(initial_delay_s=0.01)
     off = RateLimits(adaptive=False)  # admission off: the second 429 is final
-    model = create_model("gemini", "m", api_key="k", base_url=stub.url, retry=retry, limits=off)
+    model = create_model(
+        "gemini", "m", api_key="k", base_url=stub.url, max_retries=1, retry=retry, limits=off
+    )
     error = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "slow down"}}
     refused = {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "no such field"}}
     raised: list[Exception] = []

