@@ -513,6 +513,15 @@ class JobSpec(_SpecModel):
         return self
 
     @model_validator(mode="after")
+    def _media_rules_on_the_input_source(self) -> JobSpec:
+        if self.approvals is not None and "media" in self.approvals.model_fields_set:
+            raise ValueError(
+                "approvals.media has no effect: every line, decisions included, follows "
+                "source.media"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _followup_lines_can_hold_the_key(self) -> JobSpec:
         problem = followup_key_problem(self.key, self.agent.followups)
         if problem is not None:
