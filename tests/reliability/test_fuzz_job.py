@@ -30,8 +30,7 @@ from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
-from streamagents.operators.agent import AgentConfig, InputLimits, ModelSpec
-from streamagents.operators.agent.config import InputMedia
+from streamagents.operators.agent import AgentConfig, InputLimits, InputMedia, ModelSpec
 from streamagents.operators.agent.records import InputError, check_media_sources, parse_input
 from streamagents.operators.flink import agent_stream, configure_environment
 
