@@ -65,6 +65,7 @@ from streamagents.operators.agent.config import (
 from streamagents.operators.agent.tools import load_tool
 from streamagents.operators.telemetry.sdk_spans import OtelMissingError, require_otel
 from streamagents.serde.avro import LogLevel
+from streamagents.serde.safe_text import redact_secrets
 
 __all__ = [
     "AgentSpec",
@@ -571,8 +572,9 @@ class LoadedSpec:
         return self.path.parent
 
     def redact(self, text: str) -> str:
-        """`text` with every value taken from the environment replaced by its `${NAME}`."""
-        return self.source.redact(text)
+        """`text` with every value taken from the environment replaced by its `${NAME}`, and
+        anything else shaped like a secret (a password in a URL) redacted."""
+        return redact_secrets(self.source.redact(text))
 
 
 def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> LoadedSpec:
