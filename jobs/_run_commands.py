@@ -50,7 +50,6 @@ from streamagents.jobs.cluster import (
 from streamagents.jobs.graph import bounded_input
 from streamagents.jobs.spec import JobSpec, LoadedSpec, SpecError, check_runnable, load_spec
 from streamagents.operators.agent.config import ModelSpec, TelemetryConfig
-from streamagents.serde.safe_text import redact_secrets
 
 if TYPE_CHECKING:
     from pyflink.common import Configuration
@@ -163,7 +162,7 @@ def _validate(args: argparse.Namespace) -> int:
     if loaded.telemetry is not None:
         lines.append(f"  telemetry  {_describe_telemetry(loaded.telemetry)}")
     # A path or URL may hold an ${ENV} value or a password of its own: neither is shown.
-    print(redact_secrets(loaded.redact("\n".join(lines))))
+    print(loaded.redact("\n".join(lines)))
     for warning in _cleartext_credentials(loaded):
         print(f"warning: {warning}", file=sys.stderr)
     return 0
@@ -285,10 +284,10 @@ def _run(args: argparse.Namespace) -> int:
     folder, digest = JobFolder.of(loaded), spec_digest(loaded)
     start = _where_to_start(args, folder, digest)
     if start.refusal is not None:
-        print(start.refusal, file=sys.stderr)
+        print(loaded.redact(start.refusal), file=sys.stderr)
         return 2
     if start.message is not None:
-        print(start.message, flush=True)
+        print(loaded.redact(start.message), flush=True)
     restore_from = start.restore_from
     checkpoints = spec.checkpointing.dir or str(folder.default_checkpoints)
     demo = loaded.model.provider == "demo"
@@ -366,7 +365,7 @@ def _run(args: argparse.Namespace) -> int:
         # job stopped with a savepoint or cancelled leaves its event-log files in progress;
         # the job is over and no writer is left, so give them their finished names now.
         finalize_in_progress(spec.event_log.path)
-    print(redact_secrets(loaded.redact(summary(spec, state, time.monotonic() - started, last))))
+    print(loaded.redact(summary(spec, state, time.monotonic() - started, last)))
     if demo:
         print("  model         DEMO - answers came from a scripted test double, not an LLM")
     if state in ("CANCELED", "FAILED"):
@@ -519,9 +518,7 @@ def _follow(rest_address: str, job_id: str, loaded: LoadedSpec, final_savepoints
         _end_when_answered(rest_address, job_id, final_savepoints, done)
     last = _watch(rest_address, job_id, 2.0, done, loaded)
     state = states[-1] or "UNKNOWN"
-    print(
-        redact_secrets(loaded.redact(summary(loaded.spec, state, time.monotonic() - started, last)))
-    )
+    print(loaded.redact(summary(loaded.spec, state, time.monotonic() - started, last)))
     return 0 if state == "FINISHED" else 1
 
 

@@ -67,6 +67,7 @@ from streamagents.operators.agent.config import (
 from streamagents.operators.agent.tools import load_tool
 from streamagents.operators.telemetry.sdk_spans import OtelMissingError, require_otel
 from streamagents.serde.avro import LogLevel
+from streamagents.serde.safe_text import redact_secrets
 
 __all__ = [
     "AgentSpec",
@@ -524,6 +525,15 @@ class JobSpec(_SpecModel):
         return self
 
     @model_validator(mode="after")
+    def _media_rules_on_the_input_source(self) -> JobSpec:
+        if self.approvals is not None and "media" in self.approvals.model_fields_set:
+            raise ValueError(
+                "approvals.media has no effect: every line, decisions included, follows "
+                "source.media"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _followup_lines_can_hold_the_key(self) -> JobSpec:
         problem = followup_key_problem(self.key, self.agent.followups)
         if problem is not None:
@@ -573,8 +583,9 @@ class LoadedSpec:
         return self.path.parent
 
     def redact(self, text: str) -> str:
-        """`text` with every value taken from the environment replaced by its `${NAME}`."""
-        return self.source.redact(text)
+        """`text` with every value taken from the environment replaced by its `${NAME}`, and
+        anything else shaped like a secret (a password in a URL) redacted."""
+        return redact_secrets(self.source.redact(text))
 
 
 def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> LoadedSpec:

@@ -6,7 +6,8 @@ An input record is one JSON object (one JSONL line) of strict JSON within `Input
 with an optional `id` (else the sha256 of the raw line, which the engine numbers by its
 position among its key's inputs without an id, see `numbered`), the key at a dotted path,
 `text` and/or `parts` (together the user message), and any other fields, kept as
-`attributes`.
+`attributes`. `check_media_sources` refuses media that point where the source may not
+(the job's parse step applies it once, before it moves large inline media to the store).
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
-from streamagents.operators.agent import AgentConfig, InputLimits, ModelSpec
-from streamagents.operators.agent.records import InputError, parse_input
+from streamagents.operators.agent import AgentConfig, InputLimits, InputMedia, ModelSpec
+from streamagents.operators.agent.records import InputError, check_media_sources, parse_input
 from streamagents.operators.flink import agent_stream, configure_environment
 
 GENERATED = 400
@@ -48,6 +48,7 @@ DOCUMENTED_TYPES = {
     "InputTooLarge",
     "InputTooDeep",
     "MediaStoreError",
+    "MediaSourceRefused",
 }
 """Parse-stage `error_type`s, as docs/agent-runtime.md ("Input") lists them."""
 PAYLOAD_RUN = re.compile(r"[A-Za-z0-9+/_=-]{48,}")
@@ -321,8 +322,8 @@ def test_the_job_applies_the_rules_parse_input_applies(run: dict[str, Any]) -> N
     refused = {d["input"]: d["error_type"] for d in run["dead"] if d["stage"] == "parse"}
     for index, line in enumerate(run["sent"]):
         received = as_received(line)
-        try:
-            parse_input(received, "key", LIMITS)
+        try:  # the job's source keeps the default media rules: no refs, https URLs only
+            check_media_sources(parse_input(received, "key", LIMITS), InputMedia())
         except InputError as error:
             assert refused.get(received) == error.error_type, (index, str(error))
         else:

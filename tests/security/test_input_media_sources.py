@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from streamagents.connectors.media import MediaStore
+from streamagents.jobs.graph import agent_config
+from streamagents.jobs.spec import SpecError, load_spec
 from streamagents.operators.agent.config import AgentConfig, InputMedia, ModelSpec
 from streamagents.operators.flink.parse_records import ParseRecords
 from streamagents.operators.flink.side_outputs import DEAD_LETTERS_TAG
@@ -83,3 +85,29 @@ def test_https_urls_pass_and_hosts_follow_their_allow_list(tmp_path: Path) -> No
     _refused(_parse(tmp_path / "m", lookalike, only), "MediaSourceRefused")
     wider = InputMedia(url_schemes=["https", "gs"])
     assert _parse(tmp_path / "m", _image(url="gs://bucket/a.png"), wider)[0][0] == "k"
+
+
+def test_media_rules_belong_to_the_input_source(tmp_path: Path) -> None:
+    spec_text = (
+        Path(__file__).resolve().parents[2] / "jobs/examples/support_tickets.yaml"
+    ).read_text()
+    spec_text = spec_text.replace(
+        "  files:\n", "  media: {store_refs: true, url_schemes: [https, gs]}\n  files:\n", 1
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text)
+    loaded = load_spec(spec)
+    assert loaded.spec.source.media == InputMedia(store_refs=True, url_schemes=("https", "gs"))
+    assert agent_config(loaded, loaded.model).input_media.store_refs  # to the parse step
+
+
+def test_media_rules_on_the_approvals_source_are_refused(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "jobs/examples/support_tickets.yaml"
+    text = example.read_text().replace(
+        "sinks:\n", "sinks:\n  approval_requests: {path: out/requests}\n", 1
+    )
+    text += "approvals:\n  files: {path: decisions}\n  media: {store_refs: true}\n"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    with pytest.raises(SpecError, match=r"approvals\.media has no effect"):
+        load_spec(spec)
