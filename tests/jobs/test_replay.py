@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from replay_runs import CALLS, outcomes, record, replay, write_log
 
-from streamagents.jobs.replay import (
+from streamagents.jobs.replay.lines import (
     InputSource,
     RecordedRun,
     choose,

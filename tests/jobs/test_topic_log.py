@@ -11,9 +11,9 @@ from pathlib import Path
 from engine_harness import EchoTestModel, EngineHarness
 from replay_runs import outcomes, record, replay
 
-from streamagents.jobs._eventlog_topic import EventMessages
-from streamagents.jobs.replay import choose, recorded_runs, replay_lines
-from streamagents.jobs.topic_log import TopicLog, TopicMessage, write_topic_log
+from streamagents.jobs.eventlog_topic import EventMessages
+from streamagents.jobs.replay.lines import choose, recorded_runs, replay_lines
+from streamagents.jobs.replay.topic_log import TopicLog, TopicMessage, write_topic_log
 from streamagents.serde import avro_single_object
 
 LIMIT = 65536

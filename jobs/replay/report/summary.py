@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from streamagents.jobs.replay_report.diff import DIFFERENCE_KINDS, Comparison
+from streamagents.jobs.replay.report.diff import DIFFERENCE_KINDS, Comparison
 
 __all__ = ["WORST_KEYS", "summarize"]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from streamagents.connectors.files import read_jsonl
-from streamagents.jobs.cluster import rest_call
+from streamagents.jobs.cluster.standalone import rest_call
 from streamagents.jobs.graph import DEAD_LETTERS_NAME, SOURCE_NAME
 from streamagents.jobs.spec import JobSpec
 

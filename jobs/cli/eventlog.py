@@ -47,8 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stats.add_argument("--json", action="store_true", help="Print the summary as JSON.")
     add_in_progress_flag(stats)
     stats.set_defaults(handler=_stats)
-    from streamagents.jobs._otel_command import register_export  # they read this module
-    from streamagents.jobs._view_command import register_view
+    from streamagents.jobs.cli.otel import register_export  # they read this module
+    from streamagents.jobs.cli.view import register_view
 
     register_export(commands)
     register_view(commands)

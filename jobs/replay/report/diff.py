@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from streamagents.jobs.replay_report.runs import RunKey, RunOutcome, RunSet
+from streamagents.jobs.replay.report.runs import RunKey, RunOutcome, RunSet
 
 __all__ = ["DIFFERENCE_KINDS", "Comparison", "InputComparison", "JudgeVerdict", "compare"]
 

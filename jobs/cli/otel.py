@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from streamagents.connectors.eventlog import DamagedFile, read_events
-from streamagents.jobs._eventlog_commands import add_in_progress_flag, report_damaged
-from streamagents.jobs._otel_export import export_http, otlp_json
+from streamagents.jobs.cli.eventlog import add_in_progress_flag, report_damaged
+from streamagents.jobs.telemetry.otlp_export import export_http, otlp_json
 from streamagents.operators.telemetry.sdk_spans import OtelMissingError, require_otel
 from streamagents.operators.telemetry.spans import spans_from_events
 

@@ -8,7 +8,7 @@ job starts. `copy_topic` runs a bounded Flink SQL job through the product's Kafk
 (no Python Kafka client): it reads every partition from its earliest offset to the offset
 it had when the job started (committed transactions only, unless a property says
 otherwise), and writes each message's partition, offset and value to JSON lines in a
-folder, which `streamagents.jobs.topic_log` turns into an event-log file.
+folder, which `streamagents.jobs.replay.topic_log` turns into an event-log file.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
-from streamagents.jobs.cluster import free_port
+from streamagents.jobs.cluster.standalone import free_port
 from streamagents.jobs.spec import SpecError, load_spec
 
 __all__ = ["LogTopic", "LogTopicError", "add_topic_options", "copy_topic", "log_topic"]

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from streamagents.connectors.eventlog import DamagedFile, read_events
-from streamagents.jobs._eventlog_commands import add_in_progress_flag, report_damaged
-from streamagents.jobs._run_viewer import EMBED_LIMIT_BYTES, MediaSource, render_runs
+from streamagents.jobs.cli.eventlog import add_in_progress_flag, report_damaged
+from streamagents.jobs.viewer.page import EMBED_LIMIT_BYTES, MediaSource, render_runs
 
 __all__ = ["register_view"]
 

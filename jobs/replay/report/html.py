@@ -1,7 +1,7 @@
 """The report page: the summary, the keys that diverge most, and each differing input's
 recorded run beside the candidate's, with the media both saw.
 
-Built like the run viewer's page (`streamagents.jobs._run_viewer`), with its helpers: every
+Built like the run viewer's page (`streamagents.jobs.viewer.page`), with its helpers: every
 text escaped, a Content-Security-Policy that allows no script, media read from the store
 by their refs and embedded up to a budget (written next to the page past it).
 """
@@ -12,20 +12,20 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from streamagents.jobs._run_viewer import (
+from streamagents.jobs.replay.report.diff import (
+    DIFFERENCE_KINDS,
+    Comparison,
+    InputComparison,
+    JudgeVerdict,
+)
+from streamagents.jobs.replay.report.runs import RunOutcome
+from streamagents.jobs.viewer.page import (
     PAGE_CSP,
     PAGE_STYLE,
     MediaSource,
     media_html,
     tool_call_html,
 )
-from streamagents.jobs.replay_report.diff import (
-    DIFFERENCE_KINDS,
-    Comparison,
-    InputComparison,
-    JudgeVerdict,
-)
-from streamagents.jobs.replay_report.runs import RunOutcome
 
 __all__ = ["MAX_SECTIONS", "render_report"]
 

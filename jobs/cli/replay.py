@@ -1,17 +1,17 @@
 """`streamagents replay`: a candidate spec's agent over the recorded inputs of an event log.
 
 The recorded runs come from event-log files (`--log`) or from the event-log topic
-(`--log-topic`, `--log-spec`: `streamagents.jobs._replay_topic`), whose messages are first
+(`--log-topic`, `--log-spec`: `streamagents.jobs.replay.topic`), whose messages are first
 copied into `recorded/` as an event-log file; from there both run the same way.
 The job is the one `run` builds from the candidate spec (same engine, same operator), with
-its source replaced by the recorded inputs (`streamagents.jobs.replay`) in per-key recorded
+its source replaced by the recorded inputs (`streamagents.jobs.replay.lines`) in per-key recorded
 order and every sink replaced by files under the output folder: `outputs/`,
 `dead-letters/`, `approval-requests/` (when the spec has that sink), the replay's own
 `eventlog/` (at `verbose`) and `checkpoints/`. The spec's own sinks, event log, approvals
 source, checkpoint directory and telemetry are never used. The runs the log cannot replay
 are listed in `not_replayable.jsonl`, and `replay.json` says what was replayed. After the
 job, the report of the replayed runs against their recording goes to `report/`
-(`streamagents.jobs.replay_report`), and its `--fail-if` gates decide the exit code.
+(`streamagents.jobs.replay.report`), and its `--fail-if` gates decide the exit code.
 """
 
 from __future__ import annotations
@@ -27,26 +27,27 @@ from pathlib import Path
 from typing import Any
 
 from streamagents.connectors.eventlog import DamagedFile, finalize_in_progress
-from streamagents.jobs._model_choice import demo_server, model_spec
-from streamagents.jobs._replay_topic import (
-    LogTopic,
-    add_topic_options,
-    copy_topic,
-    log_topic,
-)
-from streamagents.jobs.cluster import free_port, interpreter_first
-from streamagents.jobs.replay import (
+from streamagents.jobs.cluster.standalone import free_port, interpreter_first
+from streamagents.jobs.model_choice import demo_server, model_spec
+from streamagents.jobs.replay.lines import (
     InputSource,
     choose,
     parse_time_ms,
     recorded_runs,
     replay_lines,
 )
-from streamagents.jobs.replay_report.command import (
+from streamagents.jobs.replay.report.command import (
     add_report_options,
     report_options_error,
     report_with_options,
 )
+from streamagents.jobs.replay.topic import (
+    LogTopic,
+    add_topic_options,
+    copy_topic,
+    log_topic,
+)
+from streamagents.jobs.replay.topic_log import TopicLog, copied_messages, write_topic_log
 from streamagents.jobs.spec import (
     EventLogSpec,
     JobSpec,
@@ -58,7 +59,6 @@ from streamagents.jobs.spec import (
     check_runnable,
     load_spec,
 )
-from streamagents.jobs.topic_log import TopicLog, copied_messages, write_topic_log
 from streamagents.serde.safe_text import scrub
 
 __all__ = ["register", "replay_spec"]

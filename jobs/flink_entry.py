@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from pyflink.datastream import StreamExecutionEnvironment
 
-from streamagents.jobs._model_choice import model_spec
 from streamagents.jobs.graph import build_job, flink_configuration
+from streamagents.jobs.model_choice import model_spec
 from streamagents.jobs.spec import load_spec
 
 __all__ = ["main"]

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from streamagents.connectors.providers import ChatModel
-from streamagents.jobs._run_viewer import EMBED_LIMIT_BYTES, MediaSource
-from streamagents.jobs.replay_report.diff import Comparison, InputComparison, compare
-from streamagents.jobs.replay_report.gates import Gate, GateError, check_gates, parse_gate
-from streamagents.jobs.replay_report.html import render_report
-from streamagents.jobs.replay_report.judge import judge
-from streamagents.jobs.replay_report.runs import RunKey, RunOutcome, RunSet, load_runs
-from streamagents.jobs.replay_report.summary import summarize
+from streamagents.jobs.replay.report.diff import Comparison, InputComparison, compare
+from streamagents.jobs.replay.report.gates import Gate, GateError, check_gates, parse_gate
+from streamagents.jobs.replay.report.html import render_report
+from streamagents.jobs.replay.report.judge import judge
+from streamagents.jobs.replay.report.runs import RunKey, RunOutcome, RunSet, load_runs
+from streamagents.jobs.replay.report.summary import summarize
+from streamagents.jobs.viewer.page import EMBED_LIMIT_BYTES, MediaSource
 from streamagents.serde.messages import MediaPart
 
 __all__ = ["Report", "comparison_line", "run_report", "write_report"]

@@ -13,11 +13,11 @@ import sys
 from collections.abc import Collection, Sequence
 
 from streamagents.connectors.providers import PROVIDER_NAMES
-from streamagents.jobs._run_viewer import EMBED_LIMIT_BYTES
-from streamagents.jobs.replay_report.gates import GATE_METRICS, parse_gate
-from streamagents.jobs.replay_report.judge import judge_model, load_judge_spec
-from streamagents.jobs.replay_report.report import run_report
-from streamagents.jobs.replay_report.runs import RunKey
+from streamagents.jobs.replay.report.gates import GATE_METRICS, parse_gate
+from streamagents.jobs.replay.report.judge import judge_model, load_judge_spec
+from streamagents.jobs.replay.report.report import run_report
+from streamagents.jobs.replay.report.runs import RunKey
+from streamagents.jobs.viewer.page import EMBED_LIMIT_BYTES
 from streamagents.operators.agent.config import ModelTarget
 
 __all__ = ["add_report_options", "register", "report_options_error", "report_with_options"]

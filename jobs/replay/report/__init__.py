@@ -7,24 +7,24 @@ in both orders; `write_report` writes `comparison.jsonl`, `summary.json` and `re
 returns the exit code (`streamagents replay-report`, and `streamagents replay` after its job).
 """
 
-from streamagents.jobs.replay_report.diff import (
+from streamagents.jobs.replay.report.diff import (
     DIFFERENCE_KINDS,
     Comparison,
     InputComparison,
     JudgeVerdict,
     compare,
 )
-from streamagents.jobs.replay_report.gates import (
+from streamagents.jobs.replay.report.gates import (
     GATE_METRICS,
     Gate,
     GateError,
     check_gates,
     parse_gate,
 )
-from streamagents.jobs.replay_report.judge import judge, judge_model, load_judge_spec
-from streamagents.jobs.replay_report.report import Report, run_report, write_report
-from streamagents.jobs.replay_report.runs import RunOutcome, RunSet, load_runs
-from streamagents.jobs.replay_report.summary import summarize
+from streamagents.jobs.replay.report.judge import judge, judge_model, load_judge_spec
+from streamagents.jobs.replay.report.report import Report, run_report, write_report
+from streamagents.jobs.replay.report.runs import RunOutcome, RunSet, load_runs
+from streamagents.jobs.replay.report.summary import summarize
 
 __all__ = [
     "DIFFERENCE_KINDS",

@@ -9,18 +9,18 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from streamagents.jobs._local_jvm import start_in_background
+from streamagents.jobs.cluster.local_jvm import start_in_background
 
 __all__ = ["build_parser", "exit_at_once", "main"]
 
 # Each module has `register(subparsers)`, which adds its sub-commands and sets `handler`.
 _COMMAND_MODULES: tuple[str, ...] = (
-    "streamagents.jobs._run_commands",
-    "streamagents.jobs._cluster_commands",
-    "streamagents.jobs._eventlog_commands",
-    "streamagents.jobs._jars_commands",
-    "streamagents.jobs._replay_command",
-    "streamagents.jobs.replay_report.command",
+    "streamagents.jobs.cli.run",
+    "streamagents.jobs.cli.cluster",
+    "streamagents.jobs.cli.eventlog",
+    "streamagents.jobs.cli.jars",
+    "streamagents.jobs.cli.replay",
+    "streamagents.jobs.replay.report.command",
 )
 
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code. A `run` starts launching its
-    local JVM first, so that the launch overlaps the imports below (`jobs._local_jvm`).
+    local JVM first, so that the launch overlaps the imports below (`jobs.cluster.local_jvm`).
 
     As the process's own command line (no `argv` given), a command that leaves nothing for
     anyone to read (a handler setting `args.exit_at_once`: a `run` that ended its bounded

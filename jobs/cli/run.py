@@ -5,11 +5,11 @@ the end; `submit` hands the job to a running Flink cluster through `flink run -p
 `savepoint` stops a job with a savepoint through the REST API (PyFlink 2.3's own
 `stop_with_savepoint` is broken), and `run --from-savepoint` resumes from one. `run` keeps
 its checkpoints in the job's folder, and running the same spec again continues where the
-last run left off unless that run finished (`--fresh` starts over; see `jobs._resume`).
+last run left off unless that run finished (`--fresh` starts over; see `jobs.cluster.resume`).
 
 A bounded input (files, not watched) is held open while `run` or `submit --wait` follows
 the job, and the command ends the job with a draining savepoint once every input is
-answered, so the last runs finish under regular checkpoints (see `jobs._job_stop`).
+answered, so the last runs finish under regular checkpoints (see `jobs.cluster.job_stop`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,7 @@ from urllib.parse import urlsplit
 
 from streamagents.connectors.eventlog import finalize_in_progress
 from streamagents.connectors.providers import adapter_module
-from streamagents.jobs._job_stop import StopError, finish_when_answered, stop_with_savepoint
-from streamagents.jobs._local_jvm import start_in_background, warm_task_python
-from streamagents.jobs._model_choice import demo_banner, demo_server, model_spec
-from streamagents.jobs._progress import (
+from streamagents.jobs.cli.progress import (
     TERMINAL_STATES,
     Progress,
     job_state,
@@ -40,13 +37,23 @@ from streamagents.jobs._progress import (
     read_progress,
     summary,
 )
-from streamagents.jobs._resume import Attempt, Ending, JobFolder, Start, plan_start, spec_digest
-from streamagents.jobs.cluster import (
+from streamagents.jobs.cluster.job_stop import StopError, finish_when_answered, stop_with_savepoint
+from streamagents.jobs.cluster.local_jvm import start_in_background, warm_task_python
+from streamagents.jobs.cluster.resume import (
+    Attempt,
+    Ending,
+    JobFolder,
+    Start,
+    plan_start,
+    spec_digest,
+)
+from streamagents.jobs.cluster.standalone import (
     flink_home,
     free_port,
     script_environment,
 )
 from streamagents.jobs.graph import bounded_input
+from streamagents.jobs.model_choice import demo_banner, demo_server, model_spec
 from streamagents.jobs.spec import JobSpec, LoadedSpec, SpecError, check_runnable, load_spec
 from streamagents.operators.agent.config import ModelSpec, TelemetryConfig
 
@@ -387,7 +394,7 @@ def _task_modules(model: ModelSpec) -> list[str]:
 
 def _where_to_start(args: argparse.Namespace, folder: JobFolder, digest: str) -> Start:
     """What the run restores: the savepoint named, nothing with `--fresh` (forgetting the
-    earlier runs), else what the job's record says (`jobs._resume.plan_start`)."""
+    earlier runs), else what the job's record says (`jobs.cluster.resume.plan_start`)."""
     if args.from_savepoint:
         return Start(str(args.from_savepoint), None)
     if args.fresh:
@@ -430,7 +437,7 @@ def _submit(args: argparse.Namespace) -> int:
     if demo:
         print(demo_banner(loaded.model), flush=True)
         print("the demo model runs in this process: staying until the job ends", flush=True)
-    entry = Path(__file__).resolve().parent / "_flink_entry.py"
+    entry = Path(__file__).resolve().parents[1] / "flink_entry.py"
     follow = demo or args.wait
     with demo_server(loaded.model) as demo_url, tempfile.TemporaryDirectory() as scratch:
         command = [

@@ -28,8 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from streamagents.jobs._resume import newest_savepoint
-from streamagents.jobs.cluster import rest_call
+from streamagents.jobs.cluster.resume import newest_savepoint
+from streamagents.jobs.cluster.standalone import rest_call
 from streamagents.jobs.graph import SOURCE_NAME
 
 __all__ = ["StopError", "finish_when_answered", "input_answered", "stop_with_savepoint"]

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from streamagents.jobs.cluster import SLOTS_PER_TASKMANAGER, ClusterError, StandaloneCluster
+from streamagents.jobs.cluster.standalone import (
+    SLOTS_PER_TASKMANAGER,
+    ClusterError,
+    StandaloneCluster,
+)
 
 __all__ = ["register"]
 

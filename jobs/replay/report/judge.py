@@ -22,9 +22,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streamagents.connectors.providers import ChatModel, create_model
-from streamagents.jobs._yaml_source import load_yaml
-from streamagents.jobs.replay_report.diff import Comparison, InputComparison, JudgeVerdict
-from streamagents.jobs.replay_report.runs import RunKey, RunOutcome
+from streamagents.jobs.replay.report.diff import Comparison, InputComparison, JudgeVerdict
+from streamagents.jobs.replay.report.runs import RunKey, RunOutcome
+from streamagents.jobs.spec.yaml_source import load_yaml
 from streamagents.operators.agent.config import ModelTarget
 from streamagents.serde.messages import ChatMessage
 from streamagents.serde.safe_text import clip, redact_secrets, scrub

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from streamagents.jobs._local_jvm import interpreter_first
+from streamagents.jobs.cluster.local_jvm import interpreter_first
 from streamagents.operators.flink.settings import BUFFER_DEBLOAT
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Each message is decoded from its Avro single-object encoding (any shipped schema version,
 resolved to the newest) and written, as it is, to one event-log file. A bounded message
-(an event over the topic's `max_record_bytes`, see `streamagents.jobs._eventlog_topic`)
+(an event over the topic's `max_record_bytes`, see `streamagents.jobs.eventlog_topic`)
 is replaced by the whole event it names in the media store; when the store cannot give
 it, the bounded message is written and its run is listed as unreadable, so that a replay
 leaves the run out rather than replay it from prefixes. A message that does not decode
@@ -23,7 +23,7 @@ import fastavro
 
 from streamagents.connectors.eventlog import default_codec
 from streamagents.connectors.media import MediaStore, store_root_of
-from streamagents.jobs._eventlog_topic import OFFLOADED_EVENT
+from streamagents.jobs.eventlog_topic import OFFLOADED_EVENT
 from streamagents.serde import avro_single_object
 from streamagents.serde.avro import LATEST_VERSION, LogLevel, parsed_schema, to_record
 from streamagents.serde.events import AgentEvent
