@@ -20,6 +20,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "streamagents.jobs.cli.eventlog",
     "streamagents.jobs.cli.jars",
     "streamagents.jobs.cli.replay",
+    "streamagents.jobs.cli.try_input",
     "streamagents.jobs.replay.report.command",
 )
 

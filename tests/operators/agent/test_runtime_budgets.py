@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from doubles import Reply, ScriptedTestModel, answer, calls, drive, emitted_json, scripted_runtime
+from doubles import drive, emitted_json, scripted_runtime
 
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import Budgets
+from streamagents.testing import Reply, ScriptedTestModel, answer, calls
 
 RAW = '{"id": "in-1", "key": "k", "text": "go"}'
 
