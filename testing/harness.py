@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,40 +235,36 @@ class AgentHarness:
     # -- driving the engine ----------------------------------------------------------------
 
     def _drive(self, key: str, line: str, input_id: str) -> Iterator[Emitted]:
-        answered = False
-
-        def note(emitted: Iterable[Emitted]) -> Iterator[Emitted]:
-            nonlocal answered
-            for item in emitted:
-                if item.channel != "events" and _input_of(item) == input_id:
-                    answered = True
-                yield item
-
+        """Hand `line` of `key` to the engine, then fire its timers as they fall due, until
+        `input_id` has an output, a dead letter or an approval request."""
+        give_up = time.monotonic() + self.timeout_s
         self._tick()
         self.port.at(key)
-        yield from note(self._records(self.engine.process_input(line)))
-        yield from self._settle(lambda: answered, note)
+        batch = self._records(self.engine.process_input(line))
+        while True:
+            answered = False
+            for emitted in batch:
+                if emitted.channel != "events" and _input_of(emitted) == input_id:
+                    answered = True
+                yield emitted
+            if answered:
+                return
+            batch = self._next_timer(give_up)
 
-    def _settle(
-        self,
-        done: Callable[[], bool],
-        note: Callable[[Iterable[Emitted]], Iterator[Emitted]],
-    ) -> Iterator[Emitted]:
-        give_up = time.monotonic() + self.timeout_s
-        while not done():
+    def _next_timer(self, give_up: float) -> Iterator[Emitted]:
+        """Wait for the next timer to fall due and fire it. While no call is in flight,
+        the clock jumps to the next timer rather than waiting for it."""
+        while True:
             self._tick()
             timer = self.port.next_due()
             if timer is not None:
-                yield from note(
-                    self._records(self.engine.on_timer(timer.timestamp_ms, timer.event_time))
-                )
-                continue
-            waiting = [t.timestamp_ms for t in self.port.timers() if not t.event_time]
+                return self._records(self.engine.on_timer(timer.timestamp_ms, timer.event_time))
             if self._loop.in_flight == 0:
+                waiting = [t.timestamp_ms for t in self.port.timers() if not t.event_time]
                 if not waiting:
                     raise HarnessError(
-                        "the input was not answered and the agent waits for "
-                        "nothing (no call in flight, no timer)"
+                        "the input was not answered and the agent waits for nothing "
+                        "(no call in flight, no timer)"
                     )
                 self._skipped_ms += max(0, min(waiting) - self._now_ms())
                 continue
@@ -277,14 +273,17 @@ class AgentHarness:
             time.sleep(0.001)
 
     def _records(self, emitted: Iterable[Any]) -> Iterator[Emitted]:
+        """The engine's emitted elements as `Emitted` records (outputs are bare strings)."""
         for element in emitted:
             channel, text = element if isinstance(element, tuple) else ("outputs", element)
             yield Emitted(channel, json.loads(text))
 
     def _now_ms(self) -> int:
+        """The harness clock: wall time plus the waits it skipped."""
         return int(time.time() * 1000) + self._skipped_ms
 
     def _tick(self) -> None:
+        """Move the port's processing-time clock to the harness clock."""
         self.port.advance_to(self._now_ms())
 
     # -- closing ---------------------------------------------------------------------------
@@ -296,6 +295,7 @@ class AgentHarness:
         self._closers.close()
 
     def __enter__(self) -> AgentHarness:
+        """The harness, closed when the block ends."""
         return self
 
     def __exit__(
@@ -304,6 +304,7 @@ class AgentHarness:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
+        """Close the harness."""
         self.close()
 
 

@@ -51,6 +51,7 @@ class ScriptedTestModel(ChatModel):
         tools: Sequence[ToolSpec] = (),
         **options: Any,
     ) -> ChatResponse:
+        """Record the request and give the next scripted reply (raise it, if an exception)."""
         self.calls.append(RecordedCall(list(messages), list(tools), dict(options)))
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
@@ -64,6 +65,7 @@ class ScriptedTestModel(ChatModel):
         return reply
 
     async def aclose(self) -> None:
+        """Note that the model was closed."""
         self.closed = True
 
 
@@ -96,11 +98,13 @@ class EchoTestModel(ChatModel):
     provider = "echo-test-double"
 
     def __init__(self) -> None:
+        """A model that has answered nothing yet (`requests` counts its calls)."""
         self.requests = 0
 
     async def achat(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), **options: Any
     ) -> ChatResponse:
+        """Echo the last user text, ask for the tool it names, or report the tool's result."""
         self.requests += 1
         last = messages[-1]
         usage = TokenUsage(input_tokens=3, output_tokens=2)
@@ -126,4 +130,5 @@ class EchoTestModel(ChatModel):
         )
 
     async def aclose(self) -> None:
+        """Nothing to close."""
         return None

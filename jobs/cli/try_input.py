@@ -116,6 +116,7 @@ def _message_text(message: dict[str, Any]) -> str:
 
 
 def _call(call: dict[str, Any]) -> str:
+    """A tool call as `name({arguments})`, clipped."""
     arguments = json.dumps(call.get("arguments", {}), ensure_ascii=False)
     return f"{call.get('name')}({clip(arguments, _SHOWN)})"
 
