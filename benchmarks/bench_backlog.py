@@ -51,7 +51,7 @@ from backlog_scenario import (
 
 from streamagents.connectors.files import read_jsonl
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.jobs.cluster import StandaloneCluster
+from streamagents.jobs.cluster.standalone import StandaloneCluster
 from streamagents.operators.flink import BUFFER_DEBLOAT
 
 STEADY_PERIOD_S = 2.0

@@ -23,12 +23,12 @@ import time
 import zlib
 from typing import Any
 
-from streamagents.connectors.loopback_quota import QuotaDouble
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.providers import RateLimits, create_model
 from streamagents.connectors.providers.admission import Admission
 from streamagents.connectors.providers.token_estimate import estimate_input_tokens
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart
+from streamagents.testing.quota_double import QuotaDouble
 
 OFF = RateLimits(adaptive=False)
 OK = {"candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from streamagents.connectors.eventlog import EventLogWriter
-from streamagents.jobs.replay_report import compare, load_runs, summarize, write_report
+from streamagents.jobs.replay.report import compare, load_runs, summarize, write_report
 from streamagents.serde.chat import TokenUsage
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage, ToolCall

@@ -24,12 +24,12 @@ import tempfile
 import time
 from typing import Any
 
-from streamagents.connectors.loopback_files import ProviderFilesDouble
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import create_model
 from streamagents.connectors.providers.file_uploads import UploadMedia
 from streamagents.serde.messages import ChatMessage, ImagePart, TextPart
+from streamagents.testing.files_double import ProviderFilesDouble
 
 IMAGE = b"\x89PNG\r\n\x1a\n" + os.urandom(5 * 1024 * 1024 - 8)
 TURNS = 10

@@ -51,7 +51,7 @@ from typing import Any
 import yaml
 
 from streamagents.connectors.providers import ChatModel
-from streamagents.jobs.cluster import StandaloneCluster, interpreter_first
+from streamagents.jobs.cluster.standalone import StandaloneCluster, interpreter_first
 from streamagents.jobs.spec import load_spec
 from streamagents.operators.agent import AgentConfig, AgentRuntime
 from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
@@ -298,8 +298,8 @@ def run_job(spec_path: Path, wire: str, case: Case, port: int) -> None:
     """Build the spec's job as `streamagents run` does and run it to the end."""
     from pyflink.datastream import StreamExecutionEnvironment
 
-    from streamagents.jobs._model_choice import model_spec
     from streamagents.jobs.graph import build_job, flink_configuration
+    from streamagents.jobs.model_choice import model_spec
 
     loaded = load_spec(spec_path)
     config = flink_configuration(loaded.spec)

@@ -6,7 +6,7 @@ a responder function decides from the request. Replies can be delayed, carry any
 and headers (429 with Retry-After, 500, ...), be malformed bytes, or be no reply at all (the
 stub closes the connection unanswered), so the real SDKs can be exercised against every
 fault. Tests use it, and so does the demo mode of a job
-(`jobs/_model_choice.py`), which must say loudly that its answers are canned.
+(`jobs/model_choice.py`), which must say loudly that its answers are canned.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from streamagents.connectors.kafka import (
     kafka_sink,
     kafka_source,
 )
-from streamagents.jobs._eventlog_topic import MESSAGE_TYPE, EventMessages
+from streamagents.jobs.eventlog_topic import MESSAGE_TYPE, EventMessages
 from streamagents.jobs.spec import (
     JobSpec,
     KafkaSinkSpec,
@@ -111,7 +111,7 @@ def flink_configuration(
 def agent_config(loaded: LoadedSpec, model: ModelSpec, *, replay: bool = False) -> AgentConfig:
     """The operator's `AgentConfig` for a spec and its resolved model: the spec's agent
     settings as they are, with what the job around the agent decides (`replay`: a replay
-    job's, see `streamagents.jobs.replay`)."""
+    job's, see `streamagents.jobs.replay.lines`)."""
     spec = loaded.spec
     return AgentConfig(
         **spec.agent.settings(),
@@ -205,7 +205,7 @@ def build_job(
     `runtime_factory` replaces the runtime built from the config (benchmarks give a test
     double this way). With `hold_input_end`, a bounded input's end does not end the job:
     the caller stops it with a draining savepoint once every input is answered (see
-    `jobs._job_stop`), so the last runs finish under regular checkpoints. With `replay`,
+    `jobs.cluster.job_stop`), so the last runs finish under regular checkpoints. With `replay`,
     every input runs as a replay of a recorded run (`streamagents replay`)."""
     spec = loaded.spec
     env.set_parallelism(spec.parallelism)

@@ -14,7 +14,7 @@ from clusters import (
 )
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.jobs.cluster import StandaloneCluster
+from streamagents.jobs.cluster.standalone import StandaloneCluster
 
 _TESTS = Path(__file__).parent
 _KAFKA = _TESTS / "kafka"

@@ -11,7 +11,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")])
-CODE_FOLDERS = ("serde", "connectors", "operators", "jobs", "tests", "benchmarks", "docker")
+CODE_FOLDERS = (
+    "serde",
+    "connectors",
+    "operators",
+    "jobs",
+    "testing",
+    "tests",
+    "benchmarks",
+    "docker",
+)
 
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)

@@ -1,5 +1,5 @@
 """The Flink settings the agent engine needs, as plain data: `configure_environment` applies
-them to a job, and a standalone cluster (`streamagents.jobs.cluster`) writes
+them to a job, and a standalone cluster (`streamagents.jobs.cluster.standalone`) writes
 `BUFFER_DEBLOAT` into its TaskManagers' configuration."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from streamagents.connectors.connector_jars import (
     connector_jar,
     fetch_jar,
 )
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
 
 JAR_BYTES = b"PK\x03\x04 not really a jar, but bytes with a known digest"
 FLINK = "9.9.1"

@@ -24,8 +24,8 @@ from maven_artifacts import resolve
 
 from streamagents.connectors.eventlog import EventLogWriter, default_codec
 from streamagents.connectors.media import MediaStore
-from streamagents.jobs._eventlog_commands import _jsonable
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.eventlog import _jsonable
+from streamagents.jobs.cli.main import main
 from streamagents.serde import avro_single_object as single_object
 from streamagents.serde.avro import SCHEMA_VERSIONS, schema_json
 from streamagents.serde.chat import GroundingSource, ServerToolEvidence, TokenUsage

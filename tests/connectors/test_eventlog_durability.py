@@ -23,7 +23,7 @@ from streamagents.connectors.eventlog import (
     finalize_in_progress,
     read_events,
 )
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
 from streamagents.operators.flink.eventlog_sink import EventLogSinkFunction
 from streamagents.serde.events import AgentEvent, new_event
 from streamagents.serde.messages import ChatMessage

@@ -23,7 +23,7 @@ import pytest
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.files import read_jsonl
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.jobs.cluster import StandaloneCluster, rest_call
+from streamagents.jobs.cluster.standalone import StandaloneCluster, rest_call
 from streamagents.jobs.examples.demo_responder import respond
 
 # Each test starts a standalone cluster (three JVMs, ready within 120 s) through the CLI:

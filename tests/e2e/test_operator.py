@@ -28,7 +28,7 @@ from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.jobs.cluster import free_port
+from streamagents.jobs.cluster.standalone import free_port
 from streamagents.operators.agent import AgentConfig, Budgets, MemoryConfig, ModelSpec
 from streamagents.operators.engine.metrics import model_metric
 from streamagents.operators.flink import agent_stream, configure_environment

@@ -24,7 +24,7 @@ def _finish(args):
 
 PROBE = """
 import atexit, sys
-from streamagents.jobs import cli
+from streamagents.jobs.cli import main as cli
 cli._COMMAND_MODULES = ("probe_command",)
 atexit.register(print, "teardown ran")
 if sys.argv[1] == "as-function":

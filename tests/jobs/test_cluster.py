@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from streamagents.jobs.cluster import (
+from streamagents.jobs.cluster.standalone import (
     FAILURE_DETECTION,
     FAST_RESTART,
     SLOTS_PER_TASKMANAGER,

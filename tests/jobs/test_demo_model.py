@@ -13,9 +13,9 @@ from google.genai import types
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.providers import GeminiChatModel, create_model
 from streamagents.connectors.providers.gemini import ContextCacheSettings
-from streamagents.jobs._model_choice import demo_server, model_spec
 from streamagents.jobs.examples.demo_responder import DEMO_PREFIX, respond
 from streamagents.jobs.examples.support_tools import fetch_attachment, lookup_order
+from streamagents.jobs.model_choice import demo_server, model_spec
 from streamagents.jobs.spec import ModelEntry
 from streamagents.serde.messages import ChatMessage
 

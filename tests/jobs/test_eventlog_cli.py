@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from streamagents.connectors.eventlog import EventLogWriter
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
 from streamagents.serde.chat import GroundingSource, ServerToolEvidence, TokenUsage
 from streamagents.serde.events import new_event
 from streamagents.serde.messages import ChatMessage, ToolCall

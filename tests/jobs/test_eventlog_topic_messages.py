@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from streamagents.connectors.media import MediaStore
-from streamagents.jobs._eventlog_topic import OFFLOADED_EVENT, EventMessages
+from streamagents.jobs.eventlog_topic import OFFLOADED_EVENT, EventMessages
 from streamagents.serde import avro_single_object
 from streamagents.serde.avro import DEFAULT_TEXT_LIMIT
 from streamagents.serde.events import AgentEvent

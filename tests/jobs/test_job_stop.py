@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
-from streamagents.jobs import _job_stop as job_stop
-from streamagents.jobs._job_stop import (
+from streamagents.jobs.cluster import job_stop
+from streamagents.jobs.cluster.job_stop import (
     StopError,
     finish_when_answered,
     input_answered,

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streamagents.jobs._local_jvm import quick_compiler
+from streamagents.jobs.cluster.local_jvm import quick_compiler
 
 BIN = str(Path(sys.executable).parent)
 
@@ -21,13 +21,13 @@ seen = {}
 
 class WatchImports:
     def find_spec(self, name, path, target=None):
-        if name == "streamagents.jobs._run_commands":
+        if name == "streamagents.jobs.cli.run":
             launching = [t for t in threading.enumerate() if t.name == "gateway-launch"]
             seen["launching_as_the_commands_load"] = bool(launching)
         return None
 
 sys.meta_path.insert(0, WatchImports())
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
 seen["exit_code"] = main(["run", "no-such-spec.yaml"])
 for thread in threading.enumerate():
     if thread.name == "gateway-launch":
@@ -75,7 +75,7 @@ def test_the_quick_compiler_is_added_to_jvm_args_unless_they_choose_the_compiler
 
 WARM_PROBE = """
 import json
-from streamagents.jobs._local_jvm import start_in_background, warm_task_python
+from streamagents.jobs.cluster.local_jvm import start_in_background, warm_task_python
 start_in_background().join(300)
 warm_task_python(["wave", "no_such_module_anywhere", "colorsys"]).join(300)
 from pyflink.java_gateway import get_gateway
@@ -108,7 +108,7 @@ def test_warming_imports_modules_where_the_tasks_will_find_them_past_one_that_fa
 
 CLASS_LOADER_PROBE = """
 import json, time
-from streamagents.jobs._local_jvm import start_in_background, warm_task_python
+from streamagents.jobs.cluster.local_jvm import start_in_background, warm_task_python
 start_in_background().join(300)
 from pyflink.java_gateway import get_gateway
 from pyflink.util.java_utils import add_jars_to_context_class_loader

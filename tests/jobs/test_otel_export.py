@@ -21,7 +21,7 @@ from sample_runs import HOSTILE, SECRET, SampleLog, write_retry_and_approval_log
 
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
 from streamagents.operators.telemetry.spans import span_id_for, spans_from_events, trace_id_for
 from streamagents.serde.chat import RetryAttempt
 from streamagents.serde.events import AgentEvent, new_event

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
-from streamagents.jobs._progress import Progress, latest_failure, read_progress
+from streamagents.jobs.cli.progress import Progress, latest_failure, read_progress
 
 JOB = "0123456789abcdef0123456789abcdef"
 METRICS = {

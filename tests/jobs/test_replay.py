@@ -7,19 +7,18 @@ import hashlib
 import json
 from pathlib import Path
 
-from doubles import ScriptedTestModel, answer
-from engine_harness import EchoTestModel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from replay_runs import CALLS, outcomes, record, replay, write_log
 
-from streamagents.jobs.replay import (
+from streamagents.jobs.replay.lines import (
     InputSource,
     RecordedRun,
     choose,
     parse_time_ms,
     recorded_runs,
 )
+from streamagents.testing import EchoTestModel, ScriptedTestModel, answer
 
 LINES = [
     ("A", json.dumps({"id": "a-1", "key": "A", "text": "tool:lookup O-1"})),

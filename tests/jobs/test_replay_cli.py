@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_harness import EchoTestModel
 from replay_runs import record, write_log
 
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
+from streamagents.testing import EchoTestModel
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jobs" / "examples" / "support_tickets.yaml"
 

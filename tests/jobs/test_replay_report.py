@@ -1,4 +1,4 @@
-"""`streamagents.jobs.replay_report`: recorded and candidate logs made by the real engine,
+"""`streamagents.jobs.replay.report`: recorded and candidate logs made by the real engine,
 compared input by input, summarised, and written as JSON lines, a summary and a page."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from replay_logs import INPUTS, PHOTO, scenario_logs
 from sample_runs import HOSTILE
 
 from streamagents.connectors.eventlog import read_events
-from streamagents.jobs.replay_report import compare, load_runs, write_report
+from streamagents.jobs.replay.report import compare, load_runs, write_report
 
 
 @pytest.fixture(scope="module")

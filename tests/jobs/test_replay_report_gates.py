@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from replay_logs import scenario_logs
 
-from streamagents.jobs.cli import main
-from streamagents.jobs.replay_report import (
+from streamagents.jobs.cli.main import main
+from streamagents.jobs.replay.report import (
     GATE_METRICS,
     GateError,
     RunOutcome,

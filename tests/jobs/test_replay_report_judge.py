@@ -12,8 +12,8 @@ from replay_logs import scenario_logs
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.connectors.providers import create_model
-from streamagents.jobs.cli import main
-from streamagents.jobs.replay_report import compare, judge, load_runs, write_report
+from streamagents.jobs.cli.main import main
+from streamagents.jobs.replay.report import compare, judge, load_runs, write_report
 
 JUDGE_KEY = "sk-judge0123456789abcdefghijklmnop"
 RUBRIC = "Prefer the answer that tells the weather honestly."

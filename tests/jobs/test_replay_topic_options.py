@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from streamagents.connectors.connector_jars import connector_jar
-from streamagents.jobs._replay_command import register
-from streamagents.jobs._replay_topic import LogTopicError, log_topic
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
+from streamagents.jobs.cli.replay import register
+from streamagents.jobs.replay.topic import LogTopicError, log_topic
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jobs" / "examples" / "support_tickets.yaml"
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamagents.jobs._resume import Attempt, JobFolder, latest_checkpoint, plan_start
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
+from streamagents.jobs.cluster.resume import Attempt, JobFolder, latest_checkpoint, plan_start
 from streamagents.jobs.spec import load_spec
 
 JOB_A = "a" * 32

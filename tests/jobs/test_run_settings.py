@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pyflink.common import Configuration
 
-from streamagents.jobs._job_stop import _duration_s
-from streamagents.jobs._run_commands import (
+from streamagents.jobs.cli.run import (
     _LOCAL_POLL_S,
     OPERATORS_MODULE,
     _local_run_settings,
     _task_modules,
 )
+from streamagents.jobs.cluster.job_stop import _duration_s
 from streamagents.operators.agent.config import ModelSpec
 
 

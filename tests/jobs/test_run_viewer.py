@@ -17,8 +17,8 @@ from headless_browser import HeadlessChromium, chromium_binary
 from sample_runs import HOSTILE, SECRET, SampleLog, write_sample_log
 
 from streamagents.connectors.eventlog import read_events
-from streamagents.jobs._run_viewer import MediaSource, render_runs
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
+from streamagents.jobs.viewer.page import MediaSource, render_runs
 from streamagents.serde.chat import GroundingSource, ServerToolEvidence, TokenUsage
 from streamagents.serde.events import new_event
 

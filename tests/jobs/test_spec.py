@@ -18,9 +18,9 @@ from streamagents.connectors.providers import (
 )
 from streamagents.connectors.providers._usable_cores import usable_cores
 from streamagents.connectors.providers.sdk_process import SdkProcessModel
-from streamagents.jobs._model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.examples.sample_data import DATA_DIR, sample_files
 from streamagents.jobs.graph import agent_config, flink_configuration
+from streamagents.jobs.model_choice import DEMO_API_KEY, model_spec
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import AgentConfig, InputLimits
@@ -215,7 +215,7 @@ def test_checking_a_spec_imports_only_the_sdk_of_its_provider(tmp_path: Path) ->
     an OpenAI one never imports `google.genai` (each SDK takes seconds to import)."""
     probe = (
         "import sys\n"
-        "from streamagents.jobs import _run_commands\n"
+        "from streamagents.jobs.cli import run\n"
         "from streamagents.jobs.spec import check_runnable, load_spec\n"
         "check_runnable(load_spec(sys.argv[1], {'GEMINI_API_KEY': 'k'}))\n"
         "print(sorted(m for m in ('google.genai', 'openai') if m in sys.modules))\n"

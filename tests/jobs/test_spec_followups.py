@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from spec_files import write_spec
 
-from streamagents.jobs._model_choice import model_spec
 from streamagents.jobs.graph import agent_config
+from streamagents.jobs.model_choice import model_spec
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 from streamagents.operators.agent import AgentRuntime
 

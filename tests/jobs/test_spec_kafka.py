@@ -11,7 +11,7 @@ from spec_files import write_spec
 
 from streamagents.connectors import connector_jars
 from streamagents.connectors.connector_jars import ConnectorJar
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 
 ENV = {"GEMINI_API_KEY": "test-key", "KAFKA_SECRET": "kafka-secret-value-99"}

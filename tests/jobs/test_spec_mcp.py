@@ -8,9 +8,9 @@ import pytest
 from spec_files import write_spec
 
 from streamagents.connectors.mcp_servers import McpHttp, McpStdio
-from streamagents.jobs._model_choice import model_spec
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
 from streamagents.jobs.graph import agent_config
+from streamagents.jobs.model_choice import model_spec
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "mcp-tools.md"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from spec_files import write_spec
 
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
 from streamagents.jobs.spec import SpecError, load_spec
 
 SPEC = """\

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
 from streamagents.jobs.spec import SpecError, load_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "jobs" / "examples"
@@ -131,7 +131,7 @@ def test_without_the_extra_validate_says_what_to_install(job_dir: Path) -> None:
     program = (
         "import sys\n"
         "sys.modules['opentelemetry.sdk.trace'] = None\n"
-        "from streamagents.jobs.cli import main\n"
+        "from streamagents.jobs.cli.main import main\n"
         f"sys.exit(main(['validate', {str(_spec(job_dir, BLOCK))!r}]))\n"
     )
     result = subprocess.run(

@@ -10,8 +10,8 @@ from spec_files import write_spec
 
 from streamagents.connectors.providers.failover import FailoverModel
 from streamagents.connectors.providers.file_uploads import UploadMedia
-from streamagents.jobs._model_choice import model_spec
 from streamagents.jobs.graph import agent_config
+from streamagents.jobs.model_choice import model_spec
 from streamagents.jobs.spec import SpecError, check_runnable, load_spec
 from streamagents.operators.agent.runtime_parts import runtime_parts
 

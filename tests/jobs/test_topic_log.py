@@ -8,13 +8,14 @@ import json
 import shutil
 from pathlib import Path
 
-from engine_harness import EchoTestModel, EngineHarness
+from engine_harness import EngineHarness
 from replay_runs import outcomes, record, replay
 
-from streamagents.jobs._eventlog_topic import EventMessages
-from streamagents.jobs.replay import choose, recorded_runs, replay_lines
-from streamagents.jobs.topic_log import TopicLog, TopicMessage, write_topic_log
+from streamagents.jobs.eventlog_topic import EventMessages
+from streamagents.jobs.replay.lines import choose, recorded_runs, replay_lines
+from streamagents.jobs.replay.topic_log import TopicLog, TopicMessage, write_topic_log
 from streamagents.serde import avro_single_object
+from streamagents.testing import EchoTestModel
 
 LIMIT = 65536
 LONG_TEXT = "Please read all of this. " + "w" * 70_000

@@ -46,7 +46,7 @@ from rerun_jobs import kill_run
 
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.record_offload import DEFAULT_MAX_RECORD_BYTES, PREFIX_CHARS
-from streamagents.jobs._eventlog_topic import OFFLOADED_EVENT
+from streamagents.jobs.eventlog_topic import OFFLOADED_EVENT
 from streamagents.serde import avro_single_object
 from streamagents.serde.avro import SCHEMA_VERSIONS
 from streamagents.serde.messages import MediaRef

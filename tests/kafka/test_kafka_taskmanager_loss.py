@@ -48,8 +48,8 @@ from kafka_tools import committed_lag, kafka_sinks, kafka_source, produce, read_
 from streamagents.connectors.eventlog import read_events
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.connectors.media import MediaStore
-from streamagents.jobs._progress import job_state
-from streamagents.jobs.cluster import StandaloneCluster, rest_call
+from streamagents.jobs.cli.progress import job_state
+from streamagents.jobs.cluster.standalone import StandaloneCluster, rest_call
 from streamagents.serde.messages import MediaRef
 
 pytestmark = pytest.mark.reliability

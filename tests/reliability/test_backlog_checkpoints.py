@@ -37,7 +37,7 @@ from clusters import kill_taskmanager, seconds_until_forgotten
 
 from streamagents.connectors.files import read_jsonl
 from streamagents.connectors.loopback_stub import LoopbackStubServer
-from streamagents.jobs.cluster import StandaloneCluster
+from streamagents.jobs.cluster.standalone import StandaloneCluster
 
 pytestmark = pytest.mark.alone  # its bounds are in checkpoint intervals: run alone
 
@@ -201,7 +201,7 @@ def test_checkpoints_keep_their_interval_and_a_kill_redoes_about_one_interval(
     assert len(checkpoints_before_kill) >= 3, figures
     assert all(d <= 2 * INTERVAL_S for d in later), f"checkpoints slower than 2 intervals: {later}"
     assert figures["commit_lag_before_kill_s"] <= 3 * INTERVAL_S, figures
-    # The loss is noticed in about a second (jobs/cluster.py FAILURE_DETECTION; Flink's
+    # The loss is noticed in about a second (jobs/cluster/standalone.py FAILURE_DETECTION; Flink's
     # defaults take about 20 s), and the job restarts at once on the free slot of the
     # TaskManager left, whose Python has the job's modules loaded (FAST_RESTART) and, unlike
     # a new TaskManager, does not wait in the agent's open for its SDK worker.

@@ -31,7 +31,7 @@ from pyflink.datastream import StreamExecutionEnvironment
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.connectors.providers import RateLimits, RetryBudgetSettings, RetryPolicy
-from streamagents.jobs.cluster import free_port
+from streamagents.jobs.cluster.standalone import free_port
 from streamagents.operators.agent import AgentConfig, Budgets, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment
 

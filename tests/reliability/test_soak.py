@@ -40,7 +40,7 @@ from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors import NumberSequenceSource
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest
-from streamagents.jobs.cluster import free_port, rest_call
+from streamagents.jobs.cluster.standalone import free_port, rest_call
 from streamagents.operators.agent import AgentConfig, MemoryConfig, ModelSpec
 from streamagents.operators.flink import agent_stream, configure_environment
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streamagents.jobs.cli import main
+from streamagents.jobs.cli.main import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jobs" / "examples" / "support_tickets.yaml"
 

@@ -10,9 +10,9 @@ from engine_harness import EchoTestModel
 from replay_runs import record
 from sample_runs import write_sample_log
 
-from streamagents.jobs._eventlog_topic import EventMessages
-from streamagents.jobs.cli import main
-from streamagents.jobs.topic_log import TopicMessage, write_topic_log
+from streamagents.jobs.eventlog_topic import EventMessages
+from streamagents.jobs.cli.main import main
+from streamagents.jobs.replay.topic_log import TopicMessage, write_topic_log
 
 
 def test_the_viewer_without_media_reads_no_store_a_ref_names(tmp_path: Path) -> None:

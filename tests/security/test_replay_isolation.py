@@ -17,8 +17,8 @@ from spec_files import write_spec
 
 from streamagents.connectors.mcp_servers import McpServer
 from streamagents.connectors.media import MediaStore
-from streamagents.jobs._replay_command import replay_spec
-from streamagents.jobs.replay import copy_media, recorded_runs, replay_lines
+from streamagents.jobs.cli.replay import replay_spec
+from streamagents.jobs.replay.lines import copy_media, recorded_runs, replay_lines
 from streamagents.jobs.spec import JobSpec, SpecError, check_runnable, load_spec
 from streamagents.operators.agent import AgentRuntime, tool
 from streamagents.operators.agent.config import AgentConfig, ModelSpec, ToolRef

@@ -26,7 +26,7 @@ from doubles import text_reply
 
 from streamagents.connectors.files import read_jsonl
 from streamagents.connectors.loopback_stub import RecordedRequest, StubReply
-from streamagents.jobs.cluster import rest_call
+from streamagents.jobs.cluster.standalone import rest_call
 
 CLI = str(Path(sys.executable).parent / "streamagents")
 

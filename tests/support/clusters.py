@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from streamagents.jobs.cluster import StandaloneCluster, flink_home, rest_call
+from streamagents.jobs.cluster.standalone import StandaloneCluster, flink_home, rest_call
 
 __all__ = [
     "cancel",

@@ -1,7 +1,7 @@
 """Test doubles, one module: nothing here is a model or a provider a user could pick.
 
-- `ScriptedTestModel`: a `ChatModel` that answers from a script and records each request,
-  for agent-runtime tests that need no wire; `drive` runs a whole run through a runtime.
+- `scripted_runtime`: a runtime over `streamagents.testing.ScriptedTestModel`, for
+  agent-runtime tests that need no wire; `drive` runs a whole run through a runtime.
 - `GeminiScript`: a scripted Gemini wire for the loopback stub, replies chosen by the
   run's scenario text. Each input's text starts with `scenario:<name>`; the responder
   finds the last such text in a request, counts the model turns after it (the run's
@@ -19,8 +19,8 @@ import asyncio
 import base64
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from e2e_tools import image_bytes
@@ -28,7 +28,6 @@ from provider_wire import snake, wire_bytes
 
 from streamagents.connectors.loopback_stub import RecordedRequest, StubReply
 from streamagents.connectors.media import MediaStore
-from streamagents.connectors.providers import ChatModel
 from streamagents.operators.agent import (
     AgentConfig,
     AgentRuntime,
@@ -39,70 +38,8 @@ from streamagents.operators.agent import (
     ToolRegistry,
 )
 from streamagents.operators.agent.emitted_records import ApprovalRequest, DeadLetter, OutputRecord
-from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
-from streamagents.serde.messages import ChatMessage, ToolCall
-
-Reply = ChatResponse | BaseException | Callable[[Sequence[ChatMessage]], ChatResponse]
-
-
-@dataclass
-class RecordedCall:
-    """One request the scripted model received."""
-
-    messages: list[ChatMessage]
-    tools: list[ToolSpec]
-    options: dict[str, Any]
-
-
-@dataclass
-class ScriptedTestModel(ChatModel):
-    """Test double: answers each achat with the next scripted reply and records the request."""
-
-    replies: list[Reply] = field(default_factory=list)
-    delay_s: float = 0.0
-    calls: list[RecordedCall] = field(default_factory=list)
-    closed: bool = False
-    provider: str = "scripted-test-double"
-
-    async def achat(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] = (),
-        **options: Any,
-    ) -> ChatResponse:
-        self.calls.append(RecordedCall(list(messages), list(tools), dict(options)))
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        if not self.replies:
-            raise AssertionError("ScriptedTestModel ran out of scripted replies")
-        reply = self.replies.pop(0)
-        if isinstance(reply, BaseException):
-            raise reply
-        if callable(reply):
-            return reply(messages)
-        return reply
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-
-def answer(text: str, input_tokens: int = 10, output_tokens: int = 5) -> ChatResponse:
-    """A final assistant answer."""
-    return ChatResponse(
-        message=ChatMessage(role="assistant", content=text),
-        usage=TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens),
-    )
-
-
-def calls(*specs: tuple[str, dict[str, Any]], tokens: int = 10) -> ChatResponse:
-    """An assistant turn asking for tool calls, ids call-0, call-1, ..."""
-    tool_calls = [
-        ToolCall(id=f"call-{i}", name=name, arguments=args) for i, (name, args) in enumerate(specs)
-    ]
-    return ChatResponse(
-        message=ChatMessage(role="assistant", tool_calls=tool_calls),
-        usage=TokenUsage(input_tokens=tokens, output_tokens=tokens),
-    )
+from streamagents.serde.messages import ChatMessage
+from streamagents.testing import Reply, ScriptedTestModel
 
 
 def scripted_runtime(

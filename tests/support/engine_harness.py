@@ -36,8 +36,6 @@ from streamagents.operators.engine import (
 )
 from streamagents.operators.engine.engine import DRAIN_WAIT_S
 from streamagents.operators.telemetry.live import LiveTelemetry
-from streamagents.serde.chat import ChatResponse, TokenUsage, ToolSpec
-from streamagents.serde.messages import ChatMessage, ToolCall
 
 T0 = 1_000_000
 """The harness clock's start, in milliseconds since the epoch."""
@@ -70,49 +68,6 @@ class InMemoryMetricGroup:
 
     def distribution(self, name: str) -> CountingMetric:
         return self.metrics.setdefault(name, CountingMetric())
-
-
-class EchoTestModel(ChatModel):
-    """Test double: answers `echo: <the last user text>`; a user text `tool:<name> <arg>`
-    first asks for the tool `name` with `{"order": arg}` (several calls of one turn:
-    `tool:<name> <arg>;<name> <arg>`), and `followup:<seconds> <note>`
-    for `schedule_followup`; after a tool result it answers `done: <the result's text>`.
-    Deterministic, so a restored attempt asks it the same again."""
-
-    provider = "echo-test-double"
-
-    def __init__(self) -> None:
-        self.requests = 0
-
-    async def achat(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = (), **options: Any
-    ) -> ChatResponse:
-        self.requests += 1
-        last = messages[-1]
-        usage = TokenUsage(input_tokens=3, output_tokens=2)
-        if last.role == "tool":
-            reply = ChatMessage(role="assistant", content=f"done: {last.content}")
-            return ChatResponse(message=reply, usage=usage)
-        text = last.content
-        calls = []
-        if text.startswith("tool:"):
-            for n, spec in enumerate(text[len("tool:") :].split(";")):
-                name, _, arg = spec.partition(" ")
-                calls.append(ToolCall(id=f"call-{n}", name=name, arguments={"order": arg}))
-        elif text.startswith("followup:"):
-            after, _, note = text[len("followup:") :].partition(" ")
-            arguments = {"after_s": float(after), "note": note}
-            calls.append(ToolCall(id="call-0", name="schedule_followup", arguments=arguments))
-        if calls:
-            return ChatResponse(
-                message=ChatMessage(role="assistant", tool_calls=calls), usage=usage
-            )
-        return ChatResponse(
-            message=ChatMessage(role="assistant", content=f"echo: {text}"), usage=usage
-        )
-
-    async def aclose(self) -> None:
-        return None
 
 
 @dataclass
@@ -391,7 +346,6 @@ __all__ = [
     "DRAIN_WAIT_S",
     "OPEN",
     "T0",
-    "EchoTestModel",
     "EngineHarness",
     "ManualRunner",
     "harness",

@@ -15,7 +15,7 @@ from pyflink.common import Configuration, Duration, WatermarkStrategy
 from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 
-from streamagents.jobs.cluster import free_port
+from streamagents.jobs.cluster.standalone import free_port
 from streamagents.operators.flink import sink_event_log
 
 

@@ -7,8 +7,8 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from streamagents.jobs._model_choice import demo_server, model_spec
 from streamagents.jobs.graph import agent_config
+from streamagents.jobs.model_choice import demo_server, model_spec
 from streamagents.jobs.spec import LoadedSpec, check_runnable, load_spec
 from streamagents.operators.agent import AgentRuntime
 

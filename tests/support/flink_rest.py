@@ -8,7 +8,7 @@ from typing import Any
 
 from typing_extensions import Self
 
-from streamagents.jobs.cluster import rest_call
+from streamagents.jobs.cluster.standalone import rest_call
 
 
 def agent_metrics(address: str, job_id: str, vertex: str) -> dict[str, float]:

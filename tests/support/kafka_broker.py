@@ -19,7 +19,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 from typing_extensions import Self
 
-from streamagents.jobs.cluster import free_port
+from streamagents.jobs.cluster.standalone import free_port
 
 __all__ = ["KafkaBroker", "cluster_id"]
 

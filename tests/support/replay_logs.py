@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doubles import answer, calls
 from engine_harness import OPEN, harness
 from runtime_tools import camera
 from sample_runs import HOSTILE
@@ -31,6 +30,7 @@ from streamagents.jobs.examples.sample_data import png
 from streamagents.operators.agent.config import ModelSpec
 from streamagents.serde.chat import ChatResponse, ToolSpec
 from streamagents.serde.messages import ChatMessage
+from streamagents.testing import answer, calls
 
 Script = Mapping[str, Sequence[ChatResponse | BaseException]]
 """Input text -> the replies of that input's run, one per model turn."""

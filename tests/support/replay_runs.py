@@ -18,7 +18,7 @@ from engine_harness import EngineHarness, harness
 
 from streamagents.connectors.eventlog import EventLogWriter
 from streamagents.connectors.providers import ChatModel
-from streamagents.jobs.replay import InputSource, recorded_runs, replay_lines
+from streamagents.jobs.replay.lines import InputSource, recorded_runs, replay_lines
 from streamagents.serde.events import AgentEvent
 from streamagents.serde.messages import ImagePart, TextPart
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from streamagents.connectors.loopback_files import GEMINI_FILE_URI, ProviderFilesDouble
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest, StubReply
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.provider_files import ProviderFileIndex
 from streamagents.connectors.providers import BadRequest, ChatModel, create_model
 from streamagents.connectors.providers.file_uploads import UploadMedia
 from streamagents.serde.messages import ChatMessage, DocumentPart, ImagePart, TextPart, ToolCall
+from streamagents.testing.files_double import GEMINI_FILE_URI, ProviderFilesDouble
 
 GEMINI_OK = {"candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
 RESPONSES_OK = {

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from streamagents.connectors.loopback_quota import QuotaDouble
 from streamagents.connectors.loopback_stub import LoopbackStubServer
 from streamagents.connectors.providers import ChatModel, RateLimits, create_model
 from streamagents.serde.messages import ChatMessage
+from streamagents.testing.quota_double import QuotaDouble
 
 pytestmark = pytest.mark.alone  # rates over one-second windows: a busy second worker skews them
 

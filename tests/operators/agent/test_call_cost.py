@@ -7,13 +7,14 @@ import logging
 from pathlib import Path
 
 import pytest
-from doubles import answer, calls, drive, scripted_runtime
+from doubles import drive, scripted_runtime
 
 from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.operators.agent.config import ModelSpec
 from streamagents.operators.telemetry.spans import spans_from_events
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.events import AgentEvent
+from streamagents.testing import answer, calls
 
 RAW = '{"id": "in-1", "key": "k", "text": "go"}'
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import fastavro
 import pytest
-from doubles import ScriptedTestModel, answer, calls, calls_reply, drive, function_responses
+from doubles import calls_reply, drive, function_responses
 from mcp_media_server import PDF, PNG, WAV
 from provider_wire import blob_bytes, snake, wire_bytes
 
@@ -36,6 +36,7 @@ from streamagents.serde.avro import from_record, parsed_schema, record_encoder, 
 from streamagents.serde.event_payloads import ToolRequestPayload, ToolResponsePayload
 from streamagents.serde.events import AgentEvent
 from streamagents.serde.messages import AudioPart, ChatMessage, DocumentPart, ImagePart, TextPart
+from streamagents.testing import ScriptedTestModel, answer, calls
 
 SERVER = Path(__file__).parents[2] / "support" / "mcp_media_server.py"
 STDIO = {"type": "stdio", "command": sys.executable, "args": [str(SERVER), "stdio"]}

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import answer, calls, emitted_json, scripted_runtime
+from doubles import emitted_json, scripted_runtime
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -20,6 +20,7 @@ from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.agent.parked_keys import goes_aside, next_ready, refusal, run_of_call
 from streamagents.operators.agent.run_state import Continue, Finish
 from streamagents.serde.messages import ChatMessage
+from streamagents.testing import answer, calls
 
 T0 = 1_000_000
 

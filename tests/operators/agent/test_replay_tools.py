@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_harness import OPEN, EchoTestModel, EngineHarness, harness
+from engine_harness import OPEN, EngineHarness, harness
 from pydantic import ValidationError
 from replay_runs import CALLS, lookup, send_refund, snapshot
 
@@ -20,6 +20,7 @@ from streamagents.operators.agent.config import AgentConfig, ModelSpec, ToolRef
 from streamagents.operators.agent.replay import REPLAY_OF_FIELD, REPLAY_TOOLS_FIELD
 from streamagents.operators.agent.tools import Tool, ToolRegistry
 from streamagents.serde.messages import ChatMessage
+from streamagents.testing import EchoTestModel
 
 TOOLS = (lookup, snapshot, send_refund)
 

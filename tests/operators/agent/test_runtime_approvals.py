@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import ScriptedTestModel, answer, calls, emitted_json, scripted_runtime
+from doubles import emitted_json, scripted_runtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +29,7 @@ from streamagents.operators.agent.run_state import Duplicate, Finish, Stale, run
 from streamagents.operators.agent.tools import Tool
 from streamagents.operators.telemetry.spans import LiveSpans, SpanRecord, spans_from_events
 from streamagents.serde.events import AgentEvent
+from streamagents.testing import ScriptedTestModel, answer, calls
 
 T0 = 1_000_000
 DAY_MS = 86_400_000

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from doubles import Reply, ScriptedTestModel, answer, calls, drive, emitted_json, scripted_runtime
+from doubles import drive, emitted_json, scripted_runtime
 
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import Budgets
 from streamagents.operators.agent.run_state import Finish
+from streamagents.testing import Reply, ScriptedTestModel, answer, calls
 
 RAW = '{"id": "in-1", "key": "k", "text": "go"}'
 

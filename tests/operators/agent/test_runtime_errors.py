@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+from doubles import drive, scripted_runtime
 
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import Budgets
 from streamagents.operators.agent.records import InputError, parse_input
+from streamagents.testing import Reply, ScriptedTestModel, answer, calls
 
 RAW = '{"id": "in-1", "key": "k", "text": "go", "source": "test"}'
 

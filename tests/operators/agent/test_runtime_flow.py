@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+from doubles import drive, scripted_runtime
 
 from streamagents.operators.agent import AgentRuntime, Outcome, RunState
 from streamagents.operators.agent.config import MemoryConfig, ModelSpec, TelemetryConfig
 from streamagents.operators.agent.run_state import Stale
 from streamagents.serde.messages import ChatMessage
+from streamagents.testing import Reply, ScriptedTestModel, answer, calls
 
 
 def weather(city: str) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import ScriptedTestModel, answer, calls, drive, emitted_json, scripted_runtime
+from doubles import drive, emitted_json, scripted_runtime
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -27,6 +27,7 @@ from streamagents.operators.agent.records import parse_input
 from streamagents.operators.agent.run_state import Continue, run_id_for
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.events import AgentEvent
+from streamagents.testing import ScriptedTestModel, answer, calls
 
 T0 = 1_000_000
 ON = FollowupConfig(enabled=True, min_delay_s=10, max_delay_s=3600, max_pending=2)

@@ -138,8 +138,10 @@ def test_an_expired_interaction_falls_back_once_and_the_event_log_says_so(
 
 
 def test_other_wires_never_see_a_previous_interaction_id(tmp_path: Path) -> None:
-    from doubles import answer as scripted_answer
-    from doubles import calls, scripted_runtime
+    from doubles import scripted_runtime
+
+    from streamagents.testing import answer as scripted_answer
+    from streamagents.testing import calls
 
     runtime = scripted_runtime(tmp_path, [calls(("echo", {})), scripted_answer("done")])
     drive(runtime, INPUT)

@@ -7,12 +7,13 @@ import hashlib
 import json
 from pathlib import Path
 
-from doubles import Reply, ScriptedTestModel, answer, calls, drive, scripted_runtime
+from doubles import drive, scripted_runtime
 
 from streamagents.operators.agent import AgentRuntime, RunState
 from streamagents.operators.engine.stored_history import StoredHistory
 from streamagents.serde.chat import ChatResponse
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart
+from streamagents.testing import Reply, ScriptedTestModel, answer, calls
 
 BIG = b"\x89PNG\r\n\x1a\n" + hashlib.sha256(b"seed").digest() * 4096  # ~128 KiB
 SMALL = b"\x89PNG\r\n\x1a\n" + b"\x00" * 100

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from doubles import drive
 
-from streamagents.connectors.loopback_files import GEMINI_FILE_URI, ProviderFilesDouble
 from streamagents.connectors.loopback_stub import LoopbackStubServer, RecordedRequest
 from streamagents.connectors.providers.file_uploads import UploadMedia
 from streamagents.operators.agent import AgentRuntime
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
+from streamagents.testing.files_double import GEMINI_FILE_URI, ProviderFilesDouble
 
 API_KEY = "test-key-do-not-leak"
 SCREENSHOT = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 800

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine_harness import EchoTestModel, EngineHarness, harness
+from engine_harness import EngineHarness, harness
 from otlp_collector import attributes, received_spans
 
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
 from streamagents.operators.agent import TelemetryConfig, tool
 from streamagents.operators.agent.approvals import ApprovalDecision, decision_line
+from streamagents.testing import EchoTestModel
 
 made: list[str] = []
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine_harness import EchoTestModel, EngineHarness, harness
+from engine_harness import EngineHarness, harness
 
 from streamagents.operators.agent.config import FollowupConfig
+from streamagents.testing import EchoTestModel
 
 
 def followup_harness(tmp_path: Path, cancel_on_input: bool = True) -> EngineHarness:

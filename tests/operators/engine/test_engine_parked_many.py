@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 from e2e_tools import image_bytes
-from engine_harness import OPEN, EchoTestModel, EngineHarness, harness
+from engine_harness import OPEN, EngineHarness, harness
 
 from streamagents.operators.agent import RunState, tool
 from streamagents.operators.engine import PortSnapshot
+from streamagents.testing import EchoTestModel
 
 RUNS = 1000
 FIRST = 20

@@ -18,7 +18,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from engine_harness import Checkpoint, EchoTestModel, EngineHarness, harness
+from engine_harness import Checkpoint, EngineHarness, harness
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -31,6 +31,7 @@ from hypothesis.stateful import (
 
 from streamagents.operators.agent import RunState, tool
 from streamagents.operators.agent.config import Budgets, SpendBudget
+from streamagents.testing import EchoTestModel
 
 KEYS = ("a", "b", "c")
 

@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine_harness import T0, EchoTestModel, harness
+from engine_harness import T0, harness
 
 from streamagents.operators.agent import tool
 from streamagents.operators.agent.config import Budgets, MemoryConfig
 from streamagents.operators.engine.input_end import FAR_FUTURE_MS
 from streamagents.serde.chat import ChatResponse, ToolSpec
 from streamagents.serde.messages import ChatMessage
+from streamagents.testing import EchoTestModel
 
 
 @tool

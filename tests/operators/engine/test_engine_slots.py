@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine_harness import EchoTestModel, harness
+from engine_harness import harness
+
+from streamagents.testing import EchoTestModel
 
 
 def test_inputs_wait_in_keyed_state_while_every_slot_is_held_and_start_as_slots_free(

@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine_harness import T0, EchoTestModel, EngineHarness, harness
+from engine_harness import T0, EngineHarness, harness
 
 from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.operators.agent.config import Budgets, ModelSpec, SpendBudget, TenantSpendBudget
+from streamagents.testing import EchoTestModel
 
 # EchoTestModel answers each call with 3 input and 2 output tokens: at these prices a call
 # costs $3 + $2 = $5, so the figures below are whole dollars.
