@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from streamagents.jobs.spec.yaml_source import YamlRuleError, load_yaml
 from streamagents.jobs.cli.main import main
+from streamagents.jobs.spec.yaml_source import YamlRuleError, load_yaml
 
 HIDDEN_APPROVAL = """\
 name: desk

@@ -11,9 +11,9 @@ from sample_runs import write_sample_log
 
 from streamagents.connectors.connector_jars import connector_jar
 from streamagents.connectors.loopback_stub import LoopbackStubServer, StubReply
+from streamagents.jobs.cli.main import main
 from streamagents.jobs.cli.replay import register
 from streamagents.jobs.replay.topic import LogTopicError, log_topic
-from streamagents.jobs.cli.main import main
 
 
 def _replay_args(*argv: str) -> argparse.Namespace:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from doubles import answer, scripted_runtime
-from engine_harness import EchoTestModel, EngineHarness, harness
+from doubles import scripted_runtime
+from engine_harness import EngineHarness, harness
 from pydantic import ValidationError
 
 from streamagents.jobs.spec import JobSpec, load_spec
@@ -32,6 +32,7 @@ from streamagents.operators.agent.config import (
 from streamagents.operators.agent.followups import Followup, is_followup_line
 from streamagents.operators.flink.parse_records import ParseRecords
 from streamagents.operators.flink.side_outputs import DEAD_LETTERS_TAG
+from streamagents.testing import EchoTestModel, answer
 
 made: list[str] = []
 T0 = 1_000_000

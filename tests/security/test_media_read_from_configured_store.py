@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine_harness import EchoTestModel
 from replay_runs import record
 from sample_runs import write_sample_log
 
-from streamagents.jobs.eventlog_topic import EventMessages
 from streamagents.jobs.cli.main import main
+from streamagents.jobs.eventlog_topic import EventMessages
 from streamagents.jobs.replay.topic_log import TopicMessage, write_topic_log
+from streamagents.testing import EchoTestModel
 
 
 def test_the_viewer_without_media_reads_no_store_a_ref_names(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_harness import EchoTestModel, harness
+from engine_harness import harness
 from pydantic import ValidationError
 from replay_runs import write_log
 from spec_files import write_spec
@@ -24,6 +24,7 @@ from streamagents.operators.agent import AgentRuntime, tool
 from streamagents.operators.agent.config import AgentConfig, ModelSpec, ToolRef
 from streamagents.operators.agent.runtime_parts import runtime_parts
 from streamagents.operators.agent.tools import Tool, ToolRegistry
+from streamagents.testing import EchoTestModel
 
 made: list[str] = []
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine_harness import EchoTestModel, EngineHarness, harness
+from engine_harness import EngineHarness, harness
 
 from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.operators.agent.config import Budgets, ModelSpec, SpendBudget
+from streamagents.testing import EchoTestModel
 
 # EchoTestModel answers each call with 3 input and 2 output tokens: at these prices a call
 # costs $3 + $2 = $5.
