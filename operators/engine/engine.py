@@ -307,6 +307,8 @@ class AgentEngine:
                     record_id=record.id if record is not None else None,
                 )
                 yield self._emit.dead_letter(letter)
+                if record is not None:  # numbered: the numbering expires with the memory
+                    self._memory.arm_cleanup(now, wrote_history=False)
                 raw = self._queue.pop()
                 continue
             self._metrics.runs_started.inc()
@@ -350,7 +352,7 @@ class AgentEngine:
             if step.history is not None:
                 self._memory.store(now_ms, step.history)
             self._run.clear()
-            self._memory.arm_cleanup(now_ms if step.history is not None else None)
+            self._memory.arm_cleanup(now_ms, wrote_history=step.history is not None)
             return False
         state = step.state
         assert state is not None, f"a {step.kind} step without a run"
@@ -515,7 +517,7 @@ class AgentEngine:
         )
         self._emit.end_trace(call.state.run_id)
         self._run.clear()
-        self._memory.arm_cleanup(None)
+        self._memory.arm_cleanup(self._port.now_ms(), wrote_history=False)
         yield from self._keep_followups(call.state.followups, phase)
         yield from self._after_run(phase)
 

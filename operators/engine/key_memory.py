@@ -57,8 +57,10 @@ class KeyMemory:
         """Replace the key's history with `messages`, written at `now_ms`."""
         self._history.update(self._cache.encode(self._port.current_key(), now_ms, messages))
 
-    def arm_cleanup(self, written_ms: int | None) -> None:
-        """After a run: set the cleanup timer at the history's expiry (later if just written).
+    def arm_cleanup(self, now_ms: int, wrote_history: bool) -> None:
+        """After a run: set the cleanup timer at the history's expiry (later if just written);
+        a key with no expiry due yet (its runs wrote no history: they failed) gets one a TTL
+        from now, so its numbering of runs and id-less inputs leaves state too.
 
         The timer is set again even when its time is unchanged: one that fired while the
         key was busy did nothing, and the key is now (or soon) idle.
@@ -66,13 +68,12 @@ class KeyMemory:
         if self._ttl_ms is None:
             return
         due = self._cleanup_at.value()
-        if written_ms is not None:
+        if wrote_history or due is None:
             if due is not None:
                 self._port.delete_processing_timer(due)
-            due = written_ms + self._ttl_ms
+            due = now_ms + self._ttl_ms
             self._cleanup_at.update(due)
-        if due is not None:
-            self._port.register_processing_timer(due)
+        self._port.register_processing_timer(due)
 
     def clean_up(self, timestamp: int) -> bool:
         """On the cleanup timer of an idle key (no run, no waiting input): drop its history,

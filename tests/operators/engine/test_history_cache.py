@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamagents.operators.engine.stored_history import HistoryCache, StoredHistory
@@ -25,6 +25,7 @@ _messages = st.lists(
 )
 
 
+@settings(deadline=None)  # a property of the bytes, not of time: no deadline under load
 @given(kept=_messages, added=_messages, drop=st.integers(0, 6))
 def test_encoding_through_the_cache_writes_exactly_what_stored_history_writes(
     kept: list[ChatMessage], added: list[ChatMessage], drop: int

@@ -47,7 +47,7 @@ def test_without_a_ttl_a_history_never_expires_and_no_timer_is_set() -> None:
     port = InMemoryKeyedPort().at("k")
     memory, _ = memory_on(port, ttl_s=None)
     memory.store(1_000, HISTORY)
-    memory.arm_cleanup(1_000)
+    memory.arm_cleanup(1_000, wrote_history=True)
     assert memory.load(10**12) == HISTORY
     assert port.timers() == set()
     assert not memory.clean_up(61_000)
@@ -57,9 +57,9 @@ def test_the_cleanup_timer_follows_the_last_write_and_clears_the_expired_history
     port = InMemoryKeyedPort().at("k")
     memory, group = memory_on(port, ttl_s=60.0)
     memory.store(1_000, HISTORY)
-    memory.arm_cleanup(1_000)
+    memory.arm_cleanup(1_000, wrote_history=True)
     memory.store(5_000, HISTORY)
-    memory.arm_cleanup(5_000)  # the earlier timer goes
+    memory.arm_cleanup(5_000, wrote_history=True)  # the earlier timer goes
     assert port.timers() == {DueTimer(65_000, False, "k")}
     assert not memory.clean_up(61_000)  # a stale timer of the key does nothing
     assert memory.clean_up(65_000)
@@ -71,8 +71,18 @@ def test_a_run_that_wrote_nothing_sets_the_cleanup_timer_again() -> None:
     port = InMemoryKeyedPort().at("k")
     memory, _ = memory_on(port, ttl_s=60.0)
     memory.store(1_000, HISTORY)
-    memory.arm_cleanup(1_000)
+    memory.arm_cleanup(1_000, wrote_history=True)
     port.advance_to(61_000)
     assert port.next_due() == DueTimer(61_000, False, "k")  # fired while the key was busy
-    memory.arm_cleanup(None)
+    memory.arm_cleanup(70_000, wrote_history=False)
     assert port.timers() == {DueTimer(61_000, False, "k")}
+
+
+def test_a_key_whose_runs_wrote_no_history_gets_a_cleanup_timer_a_ttl_away() -> None:
+    port = InMemoryKeyedPort().at("k")
+    memory, group = memory_on(port, ttl_s=60.0)
+    memory.arm_cleanup(2_000, wrote_history=False)  # its run failed: no history written
+    assert port.timers() == {DueTimer(62_000, False, "k")}
+    assert memory.clean_up(62_000)  # so the engine drops the key's numbering then
+    assert port.state_of("k") == {}
+    assert group.counter("histories_expired").count == 0
