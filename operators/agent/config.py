@@ -569,6 +569,7 @@ def followup_key_problem(key_field: str, followups: FollowupConfig) -> str | Non
 class TelemetryConfig(BaseModel):
     """Where the operator sends live OpenTelemetry spans and metrics, and what spans hold.
 
+    The job spec's `telemetry:` block is these fields, each optional (`TelemetrySpec`).
     Header values are secrets (`SecretStr`): no repr, log line or error shows them."""
 
     model_config = _MODEL_CONFIG
