@@ -16,11 +16,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    SecretStr,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from streamagents.connectors.providers import PROVIDER_NAMES
 from streamagents.connectors.record_offload import DEFAULT_MAX_RECORD_BYTES, MIN_MAX_RECORD_BYTES
@@ -33,8 +34,7 @@ from streamagents.operators.agent.config import (
     FallbackModel,
     InputMedia,
     ModelSpec,
-    OtlpEndpoint,
-    SampleRatio,
+    TelemetryConfig,
     ToolRef,
     fallback_extras_problem,
     followup_key_problem,
@@ -423,25 +423,26 @@ class CheckpointSpec(_SpecModel):
     )
 
 
-class TelemetrySpec(_SpecModel):
-    """Live OpenTelemetry traces and metrics from the running job (needs `streamagents[otel]`);
-    a field left out comes from the standard `OTEL_*` environment variables."""
+def _each_optional(model: type[BaseModel], name: str, doc: str) -> type[_SpecModel]:
+    """A spec block of `model`'s fields, each with its type and bounds but optional (None:
+    left out): the block declares no field of its own, so a field added to `model` reaches
+    the spec by itself."""
 
-    otlp_endpoint: OtlpEndpoint | None = Field(
-        default=None,
-        description="OTLP/HTTP collector URL (default: $OTEL_EXPORTER_OTLP_ENDPOINT).",
-    )
-    headers: dict[str, SecretStr] | None = Field(
-        default=None,
-        description="HTTP headers for the collector, secrets (default: "
-        "$OTEL_EXPORTER_OTLP_HEADERS).",
-    )
-    sample_ratio: SampleRatio | None = Field(
-        default=None, description="Share of runs traced (default 1)."
-    )
-    capture_content: bool | None = Field(
-        default=None, description="Message text and tool arguments/results in spans (off)."
-    )
+    def optional(info: FieldInfo) -> Any:
+        kind = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        return (kind | None, Field(default=None, description=info.description))
+
+    fields = {field: optional(info) for field, info in model.model_fields.items()}
+    return create_model(name, __base__=_SpecModel, __doc__=doc, __module__=__name__, **fields)
+
+
+TelemetrySpec = _each_optional(
+    TelemetryConfig,
+    "TelemetrySpec",
+    "Live OpenTelemetry traces and metrics from the running job (needs `streamagents[otel]`):"
+    " the operator's `TelemetryConfig`, each field optional; one left out comes from the"
+    " standard `OTEL_*` environment variables (`jobs/telemetry/env.py`) or its default.",
+)
 
 
 class JobSpec(_SpecModel):

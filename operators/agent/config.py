@@ -54,8 +54,6 @@ __all__ = [
     "MemoryConfig",
     "ModelSpec",
     "ModelTarget",
-    "OtlpEndpoint",
-    "SampleRatio",
     "SpendBudget",
     "TelemetryConfig",
     "TenantSpendBudget",
@@ -568,28 +566,23 @@ def followup_key_problem(key_field: str, followups: FollowupConfig) -> str | Non
     )
 
 
-OtlpEndpoint = Annotated[str, Field(pattern=r"^https?://\S+$")]
-"""An OTLP/HTTP collector URL (`otlp_endpoint`)."""
-
-SampleRatio = Annotated[float, Field(ge=0, le=1)]
-"""The share of runs traced, 0 to 1 (`sample_ratio`)."""
-
-
 class TelemetryConfig(BaseModel):
     """Where the operator sends live OpenTelemetry spans and metrics, and what spans hold.
 
+    The job spec's `telemetry:` block is these fields, each optional (`TelemetrySpec`).
     Header values are secrets (`SecretStr`): no repr, log line or error shows them."""
 
     model_config = _MODEL_CONFIG
 
-    otlp_endpoint: OtlpEndpoint = Field(
+    otlp_endpoint: str = Field(
+        pattern=r"^https?://\S+$",
         description="OTLP/HTTP collector URL; a bare host gets /v1/traces and /v1/metrics.",
     )
     headers: dict[str, SecretStr] = Field(
         default_factory=dict, description="HTTP headers for the collector (e.g. Authorization)."
     )
-    sample_ratio: SampleRatio = Field(
-        default=1.0, description="Share of runs traced, decided by the trace id."
+    sample_ratio: float = Field(
+        default=1.0, ge=0, le=1, description="Share of runs traced, decided by the trace id."
     )
     capture_content: bool = Field(
         default=False, description="Put message text and tool arguments/results in spans."

@@ -83,6 +83,23 @@ def test_otel_variables_fill_in_what_the_spec_leaves_out(job_dir: Path) -> None:
     assert telemetry.otlp_endpoint == "http://127.0.0.1:4318"
 
 
+def test_the_block_sets_every_operator_telemetry_setting(job_dir: Path) -> None:
+    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+    telemetry = load_spec(_spec(job_dir), environ=environ).telemetry
+    assert telemetry is not None
+    assert (telemetry.max_queue_spans, telemetry.export_timeout_s) == (2048, 10.0)
+    block = "telemetry: {max_queue_spans: 16, export_timeout_s: 2.5}\n"
+    telemetry = load_spec(_spec(job_dir, block), environ=environ).telemetry
+    assert telemetry is not None
+    assert (telemetry.max_queue_spans, telemetry.export_timeout_s) == (16, 2.5)
+
+
+def test_an_always_off_sampler_traces_no_run(job_dir: Path) -> None:
+    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h", "OTEL_TRACES_SAMPLER": "always_off"}
+    telemetry = load_spec(_spec(job_dir), environ=environ).telemetry
+    assert telemetry is not None and telemetry.sample_ratio == 0.0
+
+
 def test_without_block_or_variables_or_with_the_sdk_disabled_nothing_is_sent(
     job_dir: Path,
 ) -> None:
@@ -104,6 +121,20 @@ def test_without_block_or_variables_or_with_the_sdk_disabled_nothing_is_sent(
             "",
             {"OTEL_EXPORTER_OTLP_ENDPOINT": f"ftp://{SECRET}"},
             "telemetry: OTEL_EXPORTER_OTLP_ENDPOINT is not an http(s):// URL",
+        ),
+        (
+            "",
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h",
+                "OTEL_TRACES_SAMPLER": "traceidratio",
+                "OTEL_TRACES_SAMPLER_ARG": "1.5",
+            },
+            "telemetry: OTEL_TRACES_SAMPLER_ARG: input should be less than or equal to 1",
+        ),
+        (
+            "telemetry: {otlp_endpoint: 'http://h', max_queue_spans: 0}\n",
+            {},
+            "telemetry.max_queue_spans: expected greater than or equal to 1",
         ),
         (
             "telemetry: {otlp_endpoint: 'http://h', headers: {Authorization: [x]}}\n",
