@@ -124,14 +124,14 @@ _FIELDS = {kind: frozenset(model.model_fields) for kind, model in PAYLOAD_MODELS
 
 
 def stored_attributes(kind: str, payload: Any) -> dict[str, str]:
-    """The attributes a payload of `kind` (a model, or the runtime's unvalidated form) is
-    stored with: its attribute fields that have a value, then its extra attributes."""
+    """The attributes a payload model of `kind` is stored with: its attribute fields that
+    have a value, then its extra attributes."""
     if kind == "unknown":
         return dict(payload.attributes)
     stored: dict[str, str] = {}
     for name, codec, default in ATTRIBUTES[kind]:
         value = getattr(payload, name)
-        if value != default and (value != () or default != []):  # () : a RunEvent's []
+        if value != default:
             stored[name] = codec.write(value)
     extra = payload.extra_attributes
     if extra:

@@ -12,8 +12,8 @@ Events travel between Flink operators as JSON (`event.model_dump_json()`) and ar
 to the Avro event log by `streamagents.serde.avro`, both with the payload in its stored
 form (`streamagents.serde.event_storage`): the JSON text is the same as before payloads
 were typed, and JSON in that form is read into the typed payload. The agent runtime makes
-its events as `RunEvent`s: the same fields without validation, turned into an `AgentEvent`
-or JSON only where one is needed (a side output, telemetry).
+its events as `RunEvent`s: the payload model its emitter built with the identity unchecked,
+turned into an `AgentEvent` or JSON only where one is needed (a side output, telemetry).
 """
 
 from __future__ import annotations
@@ -21,20 +21,18 @@ from __future__ import annotations
 import time
 import uuid
 from enum import Enum
-from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 from typing_extensions import TypedDict  # pydantic reads it on Python < 3.12
 
-from streamagents.serde.event_payloads import PAYLOAD_MODELS, EventPayload
+from streamagents.serde.event_payloads import EventPayload
 from streamagents.serde.event_storage import StoredPayload, stored_payload, typed_fields
 
 __all__ = [
     "AgentEvent",
     "EventType",
     "RunEvent",
-    "RunPayload",
     "new_event",
 ]
 
@@ -172,58 +170,6 @@ def _event_type(value: EventType | str) -> EventType:
     return _EVENT_TYPES.get(value) or EventType(value)  # or a ValueError naming it
 
 
-class RunPayload:
-    """The payload of a `RunEvent`: the fields of its type's payload model that were given,
-    without validation; the others read as their defaults (read-only empty ones)."""
-
-    kind: str
-    allowed: frozenset[str]
-
-    def __init__(self, fields: dict[str, Any]) -> None:
-        if not self.allowed.issuperset(fields):
-            unknown = ", ".join(sorted(fields.keys() - self.allowed))
-            raise TypeError(f"event payload has no field(s) {unknown}")
-        self.__dict__.update(fields)
-
-    def fields(self) -> dict[str, Any]:
-        """The fields that were given."""
-        return dict(self.__dict__)
-
-
-def _read_only(value: Any) -> Any:
-    if isinstance(value, list):
-        return ()
-    return MappingProxyType({}) if isinstance(value, dict) else value
-
-
-# A field of any payload model may be given to a RunEvent of any type (the model is only
-# validated where one is made); the stored form's `attributes` only to an unknown event.
-_TYPED_FIELDS = frozenset(
-    name
-    for kind, model in PAYLOAD_MODELS.items()
-    if kind != "unknown"
-    for name in model.model_fields
-    if name != "kind"
-)
-_RUN_PAYLOADS: dict[str, type[RunPayload]] = {
-    kind: type(
-        f"Run{model.__name__}",
-        (RunPayload,),
-        {
-            "__doc__": f"The unvalidated form of a `{model.__name__}`.",
-            "allowed": _TYPED_FIELDS
-            if kind != "unknown"
-            else frozenset(model.model_fields) - {"kind"},
-            **{
-                name: _read_only(field.get_default(call_default_factory=True))
-                for name, field in model.model_fields.items()
-            },
-        },
-    )
-    for kind, model in PAYLOAD_MODELS.items()
-}
-
-
 _IDENTITY = ("event_id", "job_id", "key", "run_id", "sequence", "timestamp_ms", "upstream_event_id")
 
 
@@ -235,11 +181,12 @@ def _identity(event: AgentEvent | RunEvent) -> dict[str, Any]:
 class RunEvent:
     """An event of an agent run as the runtime makes it, for the event log and telemetry.
 
-    It has the attributes of an `AgentEvent` but is built without pydantic: the runtime's
-    inputs are typed already (messages offloaded, counts from the run), and a step's events
-    are made on the task thread, where every microsecond is taken from throughput. The
-    event log encodes it as it is (`streamagents.serde.avro.to_record`); `model()` gives the
-    validated `AgentEvent` and `json()` its JSON text where a string is needed."""
+    It has the attributes of an `AgentEvent` and carries the payload model its emitter
+    built (validated there), but its identity is not validated again: a step's events are
+    made on the task thread, where every microsecond is taken from throughput, from the
+    run's own ids and counts. The event log encodes it as it is
+    (`streamagents.serde.avro.to_record`); `model()` gives the `AgentEvent` and `json()` its
+    JSON text where a string is needed."""
 
     __slots__ = (
         "event_id",
@@ -255,7 +202,7 @@ class RunEvent:
 
     def __init__(
         self,
-        event_type: EventType | str,
+        payload: EventPayload,
         *,
         event_id: str,
         job_id: str,
@@ -264,9 +211,8 @@ class RunEvent:
         sequence: int,
         timestamp_ms: int,
         upstream_event_id: str | None,
-        **payload: Any,
     ) -> None:
-        self.event_type = _EVENT_TYPES.get(event_type) or EventType(event_type)  # or ValueError
+        self.event_type = _EVENT_TYPES[payload.kind]
         self.event_id = event_id
         self.job_id = job_id
         self.key = key
@@ -274,19 +220,17 @@ class RunEvent:
         self.sequence = sequence
         self.timestamp_ms = timestamp_ms
         self.upstream_event_id = upstream_event_id
-        self.payload = _RUN_PAYLOADS[event_type](payload)  # a str: a member finds it too
+        self.payload = payload
 
     @classmethod
     def of(cls, event: AgentEvent) -> RunEvent:
-        """The `RunEvent` of an `AgentEvent`, with the payload fields it set (for tests and
-        benchmarks that compare the two forms)."""
-        payload = event.payload
-        fields = {name: getattr(payload, name) for name in payload.model_fields_set - {"kind"}}
-        return cls(event.event_type, **_identity(event), **fields)
+        """The `RunEvent` of an `AgentEvent`, with its payload (for tests and benchmarks that
+        compare the two forms)."""
+        return cls(event.payload, **_identity(event))
 
     def model(self) -> AgentEvent:
-        """The validated `AgentEvent` (a ValidationError when a field is not valid)."""
-        return new_event(self.event_type, **_identity(self), **self.payload.fields())
+        """The `AgentEvent` of the same identity and payload."""
+        return AgentEvent(**_identity(self), payload=self.payload)
 
     def json(self) -> str:
         """The JSON text of the event, as `AgentEvent.model_dump_json()` gives it."""

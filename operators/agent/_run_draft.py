@@ -12,7 +12,9 @@ from typing import Any
 from streamagents.operators.agent._run_events import event_id_for, make_event
 from streamagents.operators.agent.run_context import RunContext
 from streamagents.operators.agent.run_state import ModelAction, RunState, ToolAction
+from streamagents.serde.event_payloads import ChatRequestPayload, EventPayload
 from streamagents.serde.events import RunEvent
+from streamagents.serde.messages import ChatMessage
 
 __all__ = ["RunDraft"]
 
@@ -29,44 +31,47 @@ class RunDraft:
         self.events: list[RunEvent] = []
         self.cancelled: list[str] = []
 
-    def emit(self, event_type: str, upstream: str | None = None, **payload: Any) -> str:
-        """Record an event of the run (unless neither the log nor telemetry wants it);
-        returns its id."""
+    def emit(self, payload: EventPayload, upstream: str | None = None) -> str:
+        """Record an event carrying `payload` (unless neither the log nor telemetry wants it),
+        after the run's last event or `upstream`; returns its id."""
         sequence = self.data["sequence"] + 1
         event_id = event_id_for(self.data["run_id"], sequence)
         context = self.context
         if context.wants_events:
-            for field in ("messages", "tool_results"):
-                if field in payload:
-                    payload[field] = [context.loggable(m) for m in payload[field]]
             replay_of = self.data["replay_of"]
             if replay_of is not None:
-                payload["replay_of"] = replay_of
+                payload = payload.model_copy(update={"replay_of": replay_of})
             self.events.append(
                 make_event(
-                    event_type,
+                    payload,
                     job_id=context.config.job_id,
                     key=self.data["key"],
                     run_id=self.data["run_id"],
                     sequence=sequence,
                     timestamp_ms=self.now_ms,
                     upstream_event_id=self.data["last_event_id"] if upstream is None else upstream,
-                    **payload,
                 )
             )
         self.data["sequence"] = sequence
         self.data["last_event_id"] = event_id
         return event_id
 
+    def loggable(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """`messages` as an event carries them, inline media stored and sent as refs (none
+        when no event is kept: nothing would read them)."""
+        context = self.context
+        if not context.wants_events:
+            return []
+        return [context.loggable(m) for m in messages]
+
     def request_model(self, upstream: str) -> str:
         """Log a chat request (its new messages are in the events before it); returns its id."""
         spec = self.context.config.model
         return self.emit(
-            "chat_request",
+            ChatRequestPayload(
+                model=spec.model, provider=spec.provider, tools=self.context.tool_names
+            ),
             upstream=upstream,
-            model=spec.model,
-            provider=spec.provider,
-            tools=self.context.tool_names,
         )
 
     def snapshot(self, pending: ModelAction | ToolAction) -> RunState:

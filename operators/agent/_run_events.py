@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from streamagents.serde.event_payloads import EventPayload
 from streamagents.serde.events import RunEvent
 
 __all__ = ["event_id_for", "make_event"]
@@ -15,7 +14,7 @@ def event_id_for(run_id: str, sequence: int) -> str:
 
 
 def make_event(
-    event_type: str,
+    payload: EventPayload,
     *,
     job_id: str,
     key: str,
@@ -23,11 +22,10 @@ def make_event(
     sequence: int,
     timestamp_ms: int,
     upstream_event_id: str | None,
-    **payload: Any,
 ) -> RunEvent:
-    """One event-log record of a run, with its deterministic id."""
+    """One event-log record of a run carrying `payload`, with its deterministic id."""
     return RunEvent(
-        event_type,
+        payload,
         event_id=event_id_for(run_id, sequence),
         job_id=job_id,
         key=key,
@@ -35,5 +33,4 @@ def make_event(
         sequence=sequence,
         timestamp_ms=timestamp_ms,
         upstream_event_id=upstream_event_id,
-        **payload,
     )

@@ -26,6 +26,7 @@ from streamagents.operators.agent.run_state import (
 )
 from streamagents.operators.agent.tool_turn import call_of, record_results
 from streamagents.operators.agent.tools import ToolRegistry
+from streamagents.serde.event_payloads import ApprovalDecidedPayload, ApprovalExpiredPayload
 from streamagents.serde.messages import ChatMessage
 from streamagents.serde.safe_text import clip
 
@@ -65,14 +66,15 @@ def decide(
     if edited:
         call = call.model_copy(update={"arguments": decision.arguments})
     run.emit(
-        "approval_decided",
+        ApprovalDecidedPayload(
+            tool_calls=[call],
+            call_id=entry.call_id,
+            decision=decision.decision,
+            by=clip(decision.by, 256),
+            comment=clip(decision.comment),
+            edited_arguments=edited,
+        ),
         upstream=upstream,
-        tool_calls=[call],
-        call_id=entry.call_id,
-        decision=decision.decision,
-        by=clip(decision.by, 256),
-        comment=clip(decision.comment),
-        edited_arguments=edited,
     )
     fingerprint = decision.fingerprint()
     entry = entry.model_copy(
@@ -144,11 +146,10 @@ def expire(context: RunContext, state: RunState, now_ms: int) -> Step:
         call = call_of(pending, entry.tool_call_id)
         waited_s = (entry.deadline_ms - entry.requested_ms) / 1000
         run.emit(
-            "approval_expired",
+            ApprovalExpiredPayload(
+                tool_calls=[call], call_id=entry.call_id, deadline_ms=entry.deadline_ms
+            ),
             upstream=pending.request_event_ids[pending.calls.index(call)],
-            tool_calls=[call],
-            call_id=entry.call_id,
-            deadline_ms=entry.deadline_ms,
         )
         results[call.id] = ToolRegistry.error_result(
             call, f"no decision came within {waited_s:g} s; the call was not made"

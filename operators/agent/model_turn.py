@@ -19,6 +19,15 @@ from streamagents.operators.agent.run_state import ModelAction, Outcome, Step, T
 from streamagents.operators.agent.tool_turn import end_tool_turn
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.chat import AnsweredBy
+from streamagents.serde.event_payloads import (
+    ApprovalRequestedPayload,
+    ChatResponsePayload,
+    ContextCachePayload,
+    FollowupScheduledPayload,
+    ServerToolPayload,
+    ToolRequestPayload,
+    ToolResponsePayload,
+)
 from streamagents.serde.event_storage import typed_fields
 from streamagents.serde.messages import ChatMessage, ToolCall
 
@@ -35,13 +44,14 @@ def apply_model_outcome(
     if outcome.error is not None or outcome.response is None:
         error = outcome.error or ErrorInfo(type="EmptyResponse", message="no response")
         run.emit(
-            "chat_response",
+            ChatResponsePayload(
+                error_class=error.type,
+                error_message=error.message,
+                latency_ms=outcome.latency_ms,
+                attempts=outcome.attempts,
+                retries=outcome.retries,
+            ),
             upstream=pending.request_event_id,
-            error_class=error.type,
-            error_message=error.message,
-            latency_ms=outcome.latency_ms,
-            attempts=outcome.attempts,
-            retries=outcome.retries,
         )
         return fail(run, error, dead_letter=True)
     response = outcome.response
@@ -57,32 +67,32 @@ def apply_model_outcome(
     answered = response.answered_by or AnsweredBy(provider=spec.provider, model=spec.model)
     data["answered_by"] = answered
     response_id = run.emit(
-        "chat_response",
+        ChatResponsePayload(
+            messages=run.loggable([message]),
+            usage=response.usage,
+            model=response.model_version or answered.model,
+            answered_provider=answered.provider,
+            fallback=answered.fallback,
+            passed_over=response.passed_over or None,
+            latency_ms=outcome.latency_ms,
+            finish_reason=response.finish_reason,
+            interaction_id=response.interaction_id,
+            continued_from=response.continued_from,
+            attempts=len(response.retries) + 1,
+            cost_usd=cost,
+            continuation_fallback=response.continuation_fallback,
+            cached_content=response.cached_content,
+            sources=sum(len(e.sources) for e in response.evidence) or None,
+            retries=response.retries,
+        ),
         upstream=pending.request_event_id,
-        messages=[message],
-        usage=response.usage,
-        model=response.model_version or answered.model,
-        answered_provider=answered.provider,
-        fallback=answered.fallback,
-        passed_over=response.passed_over or None,
-        latency_ms=outcome.latency_ms,
-        finish_reason=response.finish_reason,
-        interaction_id=response.interaction_id,
-        continued_from=response.continued_from,
-        attempts=len(response.retries) + 1,
-        cost_usd=cost,
-        continuation_fallback=response.continuation_fallback,
-        cached_content=response.cached_content,
-        sources=sum(len(e.sources) for e in response.evidence) or None,
-        retries=response.retries,
     )
     for evidence in response.evidence:
-        run.emit("server_tool", upstream=response_id, evidence=[evidence])
+        run.emit(ServerToolPayload(evidence=[evidence]), upstream=response_id)
     for facts in response.cache_events:  # the model's own facts, as text: read them
         run.emit(
-            "context_cache",
+            ContextCachePayload(**typed_fields("context_cache", {"attributes": facts})),
             upstream=response_id,
-            **typed_fields("context_cache", {"attributes": facts}),
         )
     if not message.tool_calls:
         return finish(run, message, history)
@@ -122,7 +132,7 @@ def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str)
     context = run.context
     request_ids = [
         run.emit(
-            "tool_request", upstream=response_id, tool_calls=[c], **context.tools.origin(c.name)
+            ToolRequestPayload(tool_calls=[c], **context.tools.origin(c.name)), upstream=response_id
         )
         for c in calls
     ]
@@ -143,11 +153,10 @@ def _start_tool_turn(run: RunDraft, calls: Sequence[ToolCall], response_id: str)
         )
         approvals.append(approval)
         run.emit(
-            "approval_requested",
+            ApprovalRequestedPayload(
+                tool_calls=[call], call_id=request_id, deadline_ms=approval.deadline_ms
+            ),
             upstream=request_id,
-            tool_calls=[call],
-            call_id=request_id,
-            deadline_ms=approval.deadline_ms,
         )
         requests.append(_approval_request(run, call, approval))
     action = ToolAction(
@@ -188,14 +197,13 @@ def _answer_followups(
         else:
             run.data["followups"] = [*kept, made]
             run.emit(
-                "followup_scheduled",
+                FollowupScheduledPayload(
+                    tool_calls=[call], followup_id=made.id, due_ms=made.due_ms
+                ),
                 upstream=request_id,
-                tool_calls=[call],
-                followup_id=made.id,
-                due_ms=made.due_ms,
             )
             results[call.id] = ChatMessage.tool_result(call.id, call.name, confirmation(made))
-        run.emit("tool_response", upstream=request_id, tool_results=[results[call.id]])
+        run.emit(ToolResponsePayload(tool_results=[results[call.id]]), upstream=request_id)
     return results
 
 

@@ -14,6 +14,12 @@ from streamagents.operators.agent.memory import trim_history
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_state import Finish
 from streamagents.serde.chat import TokenUsage
+from streamagents.serde.event_payloads import (
+    BudgetExceededPayload,
+    ErrorPayload,
+    MemoryTrimmedPayload,
+    OutputPayload,
+)
 from streamagents.serde.messages import ChatMessage
 
 __all__ = ["budget_error", "fail", "finish", "timeout_error"]
@@ -71,13 +77,14 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
     run's messages added, trimmed to the memory bounds."""
     output = _output_record(run, "ok", message, None)
     run.emit(
-        "output",
-        messages=[message],
-        usage=output.usage,
-        latency_ms=output.latency_ms,
-        input_id=run.data["input_id"],
-        status="ok",
-        cost_usd=output.cost_usd,
+        OutputPayload(
+            messages=run.loggable([message]),
+            usage=output.usage,
+            latency_ms=output.latency_ms,
+            input_id=run.data["input_id"],
+            status="ok",
+            cost_usd=output.cost_usd,
+        )
     )
     context = run.context
     memory = context.config.memory
@@ -89,11 +96,12 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
     )
     if trimmed.trimmed:
         run.emit(
-            "memory_trimmed",
-            dropped_messages=trimmed.dropped_messages,
-            dropped_bytes=trimmed.dropped_bytes,
-            kept_messages=len(trimmed.messages),
-            kept_bytes=trimmed.kept_bytes,
+            MemoryTrimmedPayload(
+                dropped_messages=trimmed.dropped_messages,
+                dropped_bytes=trimmed.dropped_bytes,
+                kept_messages=len(trimmed.messages),
+                kept_bytes=trimmed.kept_bytes,
+            )
         )
     return Finish(
         events=run.events,
@@ -106,22 +114,27 @@ def finish(run: RunDraft, message: ChatMessage, history: Sequence[ChatMessage]) 
 
 def fail(run: RunDraft, error: ErrorInfo, dead_letter: bool = False) -> Finish:
     """End the run with `error`: an error output, and a dead letter when `dead_letter`."""
-    budget = {} if error.budget is None else {"budget": error.budget, "limit": error.limit}
+    input_id = run.data["input_id"]
     run.emit(
-        "budget_exceeded" if error.budget is not None else "error",
-        error_class=error.type,
-        error_message=error.message,
-        input_id=run.data["input_id"],
-        **budget,
+        ErrorPayload(error_class=error.type, error_message=error.message, input_id=input_id)
+        if error.budget is None
+        else BudgetExceededPayload(
+            error_class=error.type,
+            error_message=error.message,
+            input_id=input_id,
+            budget=error.budget,
+            limit=error.limit,
+        )
     )
     output = _output_record(run, "error", None, error)
     run.emit(
-        "output",
-        usage=output.usage,
-        latency_ms=output.latency_ms,
-        input_id=run.data["input_id"],
-        status="error",
-        cost_usd=output.cost_usd,
+        OutputPayload(
+            usage=output.usage,
+            latency_ms=output.latency_ms,
+            input_id=input_id,
+            status="error",
+            cost_usd=output.cost_usd,
+        )
     )
     letter = run.context.dead_letter(run.state, error) if dead_letter else None
     return Finish(

@@ -73,6 +73,12 @@ from streamagents.operators.agent.runtime_parts import runtime_parts
 from streamagents.operators.agent.tool_turn import apply_tool_outcome, outcome_fits
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
+from streamagents.serde.event_payloads import (
+    BudgetDeferredPayload,
+    FollowupCancelledPayload,
+    FollowupFiredPayload,
+    InputPayload,
+)
 from streamagents.serde.message_json import MessageJson
 from streamagents.serde.messages import ChatMessage, MediaRef, ToolCall
 from streamagents.serde.safe_text import clip
@@ -184,17 +190,20 @@ class AgentRuntime:
             loggable = self.context.loggable(message)
         except Exception as exc:
             run.emit(
-                "input", messages=[ChatMessage.user(record.message.content)], input_id=record.id
+                InputPayload(
+                    messages=[ChatMessage.user(record.message.content)], input_id=record.id
+                )
             )
             error = ErrorInfo(type="MediaStoreError", message=clip(str(exc)))
             return fail(run, error, dead_letter=True)
         input_event = run.emit(
-            "input",
-            messages=[loggable],
-            input_id=record.id,
-            input_record=self._loggable_line(record) if self.context.wants_events else None,
-            key_sequence=key_sequence,
-            config_fingerprint=self.fingerprint,
+            InputPayload(
+                messages=[loggable],
+                input_id=record.id,
+                input_record=self._loggable_line(record) if self.context.wants_events else None,
+                key_sequence=key_sequence,
+                config_fingerprint=self.fingerprint,
+            )
         )
         self._note_followups(run, record, waiting, input_event)
         if missing:
@@ -221,12 +230,13 @@ class AgentRuntime:
             facts = record.attributes["followup"]
             due_ms = facts.get("due_ms")
             run.emit(
-                "followup_fired",
+                FollowupFiredPayload(
+                    followup_id=str(facts.get("id", "")),
+                    scheduled_by=str(facts.get("run_id", "")),
+                    due_ms=due_ms if type(due_ms) is int else None,
+                    input_id=record.id,
+                ),
                 upstream=upstream,
-                followup_id=str(facts.get("id", "")),
-                scheduled_by=str(facts.get("run_id", "")),
-                due_ms=due_ms if type(due_ms) is int else None,
-                input_id=record.id,
             )
         elif (
             self.context.followups is not None
@@ -235,11 +245,10 @@ class AgentRuntime:
         ):
             for followup in waiting:
                 run.emit(
-                    "followup_cancelled",
+                    FollowupCancelledPayload(
+                        followup_id=followup.id, due_ms=followup.due_ms, cancelled_by=record.id
+                    ),
                     upstream=upstream,
-                    followup_id=followup.id,
-                    due_ms=followup.due_ms,
-                    cancelled_by=record.id,
                 )
             run.cancelled = [followup.id for followup in waiting]
             return
@@ -400,12 +409,13 @@ class AgentRuntime:
         pending model call is made then."""
         run = RunDraft(self.context, state, now_ms)
         run.emit(
-            "budget_deferred",
-            input_id=state.input_id,
-            budget=budget,
-            limit=limit,
-            window_s=window_s,
-            until_ms=until_ms,
+            BudgetDeferredPayload(
+                input_id=state.input_id,
+                budget=budget,
+                limit=limit,
+                window_s=window_s,
+                until_ms=until_ms,
+            )
         )
         return Defer(state=run.snapshot(state.pending), events=run.events)
 

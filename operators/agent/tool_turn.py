@@ -16,6 +16,7 @@ from streamagents.operators.agent.run_state import (
     ToolAction,
     goes_on,
 )
+from streamagents.serde.event_payloads import ToolResponsePayload
 from streamagents.serde.messages import ChatMessage, ToolCall
 
 __all__ = ["apply_tool_outcome", "call_of", "outcome_fits", "record_results"]
@@ -64,11 +65,12 @@ def record_results(
     for call, request_id in zip(pending.calls, pending.request_event_ids, strict=True):
         if call.id in results:
             run.emit(
-                "tool_response",
+                ToolResponsePayload(
+                    tool_results=run.loggable([results[call.id]]),
+                    latency_ms=latency_ms,
+                    **run.context.tools.origin(call.name),
+                ),
                 upstream=request_id,
-                tool_results=[results[call.id]],
-                latency_ms=latency_ms,
-                **run.context.tools.origin(call.name),
             )
     action = pending.model_copy(
         update={

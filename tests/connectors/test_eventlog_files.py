@@ -269,8 +269,8 @@ def test_the_sink_logs_a_runtime_event_holding_inline_media_as_an_error_event(
 
     pixels = ImagePart(mime_type="image/png", data=b"\x89PNG-secret-pixels")
     made = RunEvent.of(_run_events()[0])
-    made.payload = type(made.payload)(
-        {"messages": [ChatMessage.user([TextPart(text="x"), pixels])]}
+    made.payload = type(made.payload).model_construct(  # past the payload's own refusal
+        messages=[ChatMessage.user([TextPart(text="x"), pixels])]
     )
     with EventLogWriter(tmp_path, codec="null") as writer:  # uncompressed: bytes searchable
         writer.write_all([made], invalid=invalid_record_event)

@@ -32,6 +32,7 @@ from streamagents.serde.chat import (
     ServerToolEvidence,
     TokenUsage,
 )
+from streamagents.serde.event_payloads import PAYLOAD_MODELS
 from streamagents.serde.events import AgentEvent, EventType, RunEvent, new_event
 from streamagents.serde.messages import ChatMessage, ImagePart, MediaRef, TextPart, ToolCall
 
@@ -558,17 +559,17 @@ TYPED = {name: (kind, sequence, fields) for name, kind, sequence, fields in type
 
 
 def _run_event(name: str) -> RunEvent:
-    """The case as the runtime makes it: a `RunEvent` of typed fields, unvalidated."""
+    """The case as the runtime makes it: a `RunEvent` of the payload model built from its
+    typed fields."""
     kind, sequence, fields = TYPED[name]
     event = _event(kind, sequence, **fields)
     identity = {k: getattr(event, k) for k in ("event_id", "job_id", "key", "run_id")}
     return RunEvent(
-        kind,
+        PAYLOAD_MODELS[kind](**fields),
         **identity,
         sequence=sequence,
         timestamp_ms=event.timestamp_ms,
         upstream_event_id=event.upstream_event_id,
-        **fields,
     )
 
 

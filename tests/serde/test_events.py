@@ -108,24 +108,34 @@ def test_unknown_payload_field_is_an_error() -> None:
         new_event("output", job_id="j", key="k", run_id="r", sequence=0, colour="red")
 
 
-def test_a_run_event_is_the_agent_event_of_the_same_fields_without_validation() -> None:
+def test_a_run_event_is_the_agent_event_of_the_same_payload() -> None:
     from streamagents.serde.avro import LogLevel, to_record
     from streamagents.serde.events import RunEvent
 
     event = _chat_response()
     made = RunEvent.of(event)
+    assert made.event_type is EventType.CHAT_RESPONSE
     assert made.model() == event
     assert made.json() == event.model_dump_json()
     for level in (LogLevel.STANDARD, LogLevel.VERBOSE):
         assert to_record(made, level=level) == to_record(event, level=level)
-    ids = {"event_id": "e", "job_id": "j", "key": None, "run_id": None, "sequence": 0}
-    with pytest.raises(TypeError, match="colour"):
-        RunEvent("output", timestamp_ms=0, upstream_event_id=None, colour="red", **ids)
-    with pytest.raises(ValueError, match="exploded"):
-        RunEvent("exploded", timestamp_ms=0, upstream_event_id=None, **ids)
-    negative = RunEvent("output", timestamp_ms=0, upstream_event_id=None, latency_ms=-1.0, **ids)
+
+
+def test_a_payload_is_checked_where_it_is_built() -> None:
+    """The runtime emits payload models: a misspelt field, a field of another kind or a bad
+    value fails at the emitting site, before any event exists."""
+    from streamagents.serde.event_payloads import OutputPayload, ToolRequestPayload
+
+    with pytest.raises(ValidationError, match="colour"):
+        OutputPayload(colour="red")  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="stauts"):
+        OutputPayload(stauts="ok")  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="tool_results"):
+        ToolRequestPayload(tool_results=[])  # type: ignore[call-arg]
     with pytest.raises(ValidationError, match="latency_ms"):
-        negative.model()  # validated where a model is made
+        OutputPayload(latency_ms=-1.0)
+    with pytest.raises(ValidationError, match="kind"):
+        OutputPayload(kind="error")  # type: ignore[arg-type]
 
 
 def test_each_event_type_has_its_payload_model_with_numbers_as_numbers() -> None:

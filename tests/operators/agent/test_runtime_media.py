@@ -104,6 +104,29 @@ def test_media_in_the_answer_is_a_ref_in_the_output_record(tmp_path: Path) -> No
     assert image["data"] is None and image["ref"]["sha256"] == hashlib.sha256(SMALL).hexdigest()
 
 
+def test_an_answer_with_inline_media_is_logged_as_refs_and_runs_with_the_log_off(
+    tmp_path: Path,
+) -> None:
+    """The events' payload models refuse inline bytes where they are built: the answer's
+    image reaches them as a ref, and with nothing logging it is not offloaded for them."""
+    reply = ChatResponse(
+        message=ChatMessage(
+            role="assistant",
+            parts=[TextPart(text="here"), ImagePart(data=SMALL, mime_type="image/png")],
+        )
+    )
+    digest = hashlib.sha256(SMALL).hexdigest()
+    logged = drive(make_runtime(tmp_path, reply), '{"key": "k", "text": "draw"}')
+    for kind in ("chat_response", "output"):
+        event = next(e for e in logged.events if e["event_type"] == kind)
+        image = event["payload"]["messages"][0]["parts"][1]
+        assert image["data"] is None and image["ref"]["sha256"] == digest
+    quiet = scripted_runtime(tmp_path, [reply], [camera], event_log_level="off")
+    done = drive(quiet, '{"key": "k", "text": "draw"}')
+    assert done.events == []
+    assert done.output["status"] == "ok" and done.output["parts"][1]["ref"]["sha256"] == digest
+
+
 def test_a_large_raw_input_is_kept_as_a_ref_and_the_dead_letter_gives_it_back(
     tmp_path: Path,
 ) -> None:

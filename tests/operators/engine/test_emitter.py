@@ -14,6 +14,7 @@ from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.engine.emitter import Emitter
 from streamagents.operators.engine.metrics import EngineMetrics
+from streamagents.serde.event_payloads import InputPayload
 from streamagents.serde.events import RunEvent
 
 
@@ -29,15 +30,13 @@ class EventLog:
 
 def event(sequence: int) -> RunEvent:
     return make_event(
-        "input",
+        InputPayload(input_id="i"),
         job_id="job",
         key="k",
         run_id="run-1",
         sequence=sequence,
         timestamp_ms=1,
         upstream_event_id=None,
-        input_id="i",
-        messages=[],
     )
 
 
