@@ -102,7 +102,7 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     A secret of `SUBSTRING_SECRET_CHARS` characters or more goes wherever it appears; a
     shorter one only where it stands as a whole token (no letter, digit, `_` or `-` right
     before or after it), so a short test key such as `x` leaves `rate_limit_exceeded` whole."""
-    known = _known_values(secrets, 1)
+    known = _known_pattern(_known_forms(secrets, 1))
     if known is not None:
         text = known.sub("[redacted]", text)
     text = _BASE64_RUN.sub("[data elided]", text)
@@ -111,22 +111,25 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     return text
 
 
-def _known_values(secrets: Iterable[str | None], min_chars: int) -> re.Pattern[str] | None:
-    """One pattern for every secret of `min_chars` or more, as written and as a JSON string
-    holds it (escaped, with or without non-ASCII escapes); None when there is none. A form of
-    `SUBSTRING_SECRET_CHARS` or more matches anywhere, a shorter one only as a whole token."""
+def _known_forms(secrets: Iterable[str | None], min_chars: int) -> tuple[str, ...]:
+    """Every secret of `min_chars` or more, as written and as a JSON string holds it (escaped,
+    with or without non-ASCII escapes), the longest first (it wins where two start)."""
     forms: set[str] = set()
     for secret in secrets:
         if secret and len(secret) >= min_chars:
             forms.update(
                 (secret, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(secret)[1:-1])
             )
+    return tuple(sorted(forms, key=lambda form: (-len(form), form)))
+
+
+def _known_pattern(forms: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One pattern for `forms` (None when there is none): a form of `SUBSTRING_SECRET_CHARS`
+    or more matches anywhere, a shorter one only as a whole token."""
     if not forms:
         return None
-    ordered = sorted(forms, key=len, reverse=True)  # the longest form wins where two start
-    anywhere = [re.escape(form) for form in ordered if len(form) >= SUBSTRING_SECRET_CHARS]
-    whole = [re.escape(form) for form in ordered if len(form) < SUBSTRING_SECRET_CHARS]
-    branches = [*anywhere]
+    branches = [re.escape(form) for form in forms if len(form) >= SUBSTRING_SECRET_CHARS]
+    whole = [re.escape(form) for form in forms if len(form) < SUBSTRING_SECRET_CHARS]
     if whole:
         branches.append(rf"(?<![{_TOKEN_EDGE}])(?:{'|'.join(whole)})(?![{_TOKEN_EDGE}])")
     return re.compile("|".join(branches))
@@ -186,15 +189,19 @@ class Redactor:
     `SUBSTRING_SECRET_CHARS` or more, else where it stands as a whole token; a shorter one
     is left alone. Built once (`Redactor.of`), it is hashable and can be pickled."""
 
-    known: re.Pattern[str] | None = field(default=None, repr=False)
+    forms: tuple[str, ...] = field(default=(), repr=False)
+    """The known values in every form a text may hold them, the longest first."""
+    pattern: re.Pattern[str] | None = field(default=None, repr=False)
+    """The pattern that replaces them (None without any)."""
 
     @classmethod
     def of(cls, secrets: Iterable[str | None]) -> Redactor:
         """The redactor of a job whose secret values are `secrets`."""
-        return cls(_known_values(secrets, MIN_SECRET_CHARS))
+        forms = _known_forms(secrets, MIN_SECRET_CHARS)
+        return cls(forms, _known_pattern(forms))
 
     def __call__(self, text: str) -> str:
         """`text` without the known secret values and without anything shaped like one."""
-        if self.known is not None:
-            text = self.known.sub(_REDACTED, text)
+        if self.pattern is not None and any(form in text for form in self.forms):
+            text = self.pattern.sub(_REDACTED, text)
         return redact_secrets(text)
