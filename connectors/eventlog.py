@@ -42,7 +42,7 @@ from streamagents.serde.avro import (
     record_maker,
 )
 from streamagents.serde.events import AgentEvent, RunEvent
-from streamagents.serde.safe_text import clip
+from streamagents.serde.safe_text import clip, redact_secrets
 
 __all__ = [
     "DEFAULT_FLUSH_SECONDS",
@@ -109,7 +109,8 @@ class _OpenFile:
 
 
 class EventLogWriter:
-    """Writes events to rolling Avro files in one directory; one writer per subtask."""
+    """Writes events to rolling Avro files in one directory; one writer per subtask. Every
+    text of an event passes `redact` (the job's `Redactor`; by default, secret shapes)."""
 
     def __init__(
         self,
@@ -124,6 +125,7 @@ class EventLogWriter:
         version: int = LATEST_VERSION,
         codec: str | None = None,
         text_limit: int = DEFAULT_TEXT_LIMIT,
+        redact: Callable[[str], str] = redact_secrets,
     ) -> None:
         if roll_bytes <= 0 or roll_seconds <= 0 or flush_seconds <= 0:
             raise ValueError("event log: roll_bytes, roll_seconds, flush_seconds must be positive")
@@ -154,7 +156,7 @@ class EventLogWriter:
         self._block = bytearray()  # encoded records of the block being filled
         self._block_count = 0
         if self.level is not LogLevel.OFF:
-            self._make_record = record_maker(version, self.level, text_limit)
+            self._make_record = record_maker(version, self.level, text_limit, redact)
             self.directory.mkdir(parents=True, exist_ok=True)
 
     def write(self, event: AgentEvent | RunEvent | str) -> None:

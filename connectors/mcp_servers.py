@@ -155,7 +155,8 @@ class McpServer(BaseModel):
         default=64 * 1024 * 1024,
         ge=1024,
         description="Most bytes of one reply (a stdio line, an HTTP response to a request); "
-        "past it the reply is cut off, the call fails and the session restarts.",
+        "past it the reply is cut off, the call fails and the session restarts. An event of "
+        "an HTTP server's own event stream is bounded the same (cut off, the stream reopened).",
     )
     max_description_chars: int = Field(
         default=4096,

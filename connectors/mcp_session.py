@@ -10,6 +10,8 @@ error at once or after that timeout, and the job never fails for it. Messages ne
 server's env or header values. No reply grows past the server's `max_reply_bytes`: a stdio
 server runs behind `mcp_stdio_relay`, which ends it at a longer line, and an HTTP response
 to a request ends in a read error there; either way the call fails and the session restarts.
+An event of an HTTP server's own event stream (the GET open for the session) is bounded the
+same: a longer one is cut off and the SDK reopens the stream.
 """
 
 from __future__ import annotations
@@ -164,7 +166,10 @@ class _ServerLink:
         bounded = _BoundedReplies(httpx2.AsyncHTTPTransport(), self.spec.max_reply_bytes)
         client = httpx2.AsyncClient(headers=headers, timeout=timeout, transport=bounded)
         stack.push_async_callback(client.aclose)
-        return streamable_http_client(transport.url, http_client=client)
+        # Each event of an SSE stream (the server's own GET stream above all) is bounded too.
+        return streamable_http_client(
+            transport.url, http_client=client, max_sse_event_size=self.spec.max_reply_bytes
+        )
 
     async def call(self, tool: str, arguments: dict[str, Any], timeout_s: float) -> Any:
         """The server's `CallToolResult` for one call: waiting at most `connect_timeout_s`
@@ -208,7 +213,8 @@ class _ServerLink:
 class _BoundedReplies(httpx2.AsyncBaseTransport):
     """An HTTP transport whose responses to requests (POSTs: each carries one reply) end in
     a `ReadError` past `limit` bytes, so no reply grows without bound in the job; the
-    server's own event stream (a GET, open for the session) is left as it is."""
+    server's own event stream (a GET, open for the session) is bounded per event instead
+    (the SDK's `max_sse_event_size`)."""
 
     def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int) -> None:
         self._inner = inner

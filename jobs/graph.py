@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pydantic import SecretStr
 from pyflink.common import Configuration, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
@@ -123,6 +124,7 @@ def agent_config(loaded: LoadedSpec, model: ModelSpec, *, replay: bool = False) 
         event_log_level=spec.event_log.level if spec.event_log is not None else "off",
         telemetry=loaded.telemetry,
         replay=replay,
+        known_secrets=tuple(SecretStr(value) for value in loaded.secret_values()),
     )
 
 

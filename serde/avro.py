@@ -4,8 +4,9 @@ The schemas live in `schemas/eventlog/v<N>.avsc` (package data) and are parsed o
 import. `to_record` turns an event into an Avro record for a schema version at a log
 level; `from_record` turns a record read under any version back into an `AgentEvent`.
 At the STANDARD level long text keeps a prefix plus its full length and a `truncated`
-flag, so no field ever changes type; VERBOSE keeps the full text. Secrets that look like
-API keys or bearer tokens are replaced at every level, and media appear only as refs.
+flag, so no field ever changes type; VERBOSE keeps the full text. Secrets (the writer's
+`redact`: a job's `Redactor`, by default anything that looks like an API key or bearer
+token) are replaced at every level, before any text is cut, and media appear only as refs.
 Metadata strings (of parts, messages and tool calls, nested ones in JSON values too) are
 redacted the same way and, at STANDARD, clipped to the same limit (the schema's metadata
 strings have no length fields, so a clipped one ends in "…"); bytes metadata such as
@@ -144,8 +145,12 @@ class _VersionShape:
 _SHAPES = {version: _VersionShape(schema) for version, schema in _SCHEMAS.items()}
 
 
-def _bounded(text: str, limit: int | None) -> dict[str, Any]:
-    text = redact_secrets(text)
+Redact = Callable[[str], str]
+"""What every text of a record passes before it is kept (`redact_secrets`, a `Redactor`)."""
+
+
+def _bounded(text: str, limit: int | None, redact: Redact) -> dict[str, Any]:
+    text = redact(text)
     length = len(text)
     if limit is not None and length > limit:
         return {"text": text[:limit], "original_length": length, "truncated": True}
@@ -176,8 +181,10 @@ def _boolean(value: bool | None) -> tuple[str, bool] | None:
     return None if value is None else ("boolean", value)
 
 
-def _optional_bounded(text: str | None, limit: int | None) -> tuple[str, dict[str, Any]] | None:
-    return None if text is None else (_BOUNDED_TEXT, _bounded(text, limit))
+def _optional_bounded(
+    text: str | None, limit: int | None, redact: Redact
+) -> tuple[str, dict[str, Any]] | None:
+    return None if text is None else (_BOUNDED_TEXT, _bounded(text, limit, redact))
 
 
 def _json_default(value: Any) -> Any:
@@ -189,29 +196,29 @@ def _json_default(value: Any) -> Any:
 _METADATA_BRANCHES = {bool: "boolean", int: "long", float: "double", str: "string"}
 
 
-def _safe_string(name: str, value: str, limit: int | None) -> str:
+def _safe_string(name: str, value: str, limit: int | None, redact: Redact) -> str:
     """A metadata string as the log keeps it: redacted (all of it under a credential's
     name), and at most `limit` characters."""
-    value = "[REDACTED]" if value and is_credential_name(name) else redact_secrets(value)
+    value = "[REDACTED]" if value and is_credential_name(name) else redact(value)
     return value if limit is None else clip(value, limit)
 
 
-def _safe_json(value: Any, name: str, limit: int | None) -> Any:
+def _safe_json(value: Any, name: str, limit: int | None, redact: Redact) -> Any:
     """`value` with every string in it made safe; bytes and numbers stay as they are."""
     if isinstance(value, str):
-        return _safe_string(name, value, limit)
+        return _safe_string(name, value, limit, redact)
     if isinstance(value, dict):
-        return {k: _safe_json(v, str(k), limit) for k, v in value.items()}
+        return {k: _safe_json(v, str(k), limit, redact) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_safe_json(v, name, limit) for v in value]
+        return [_safe_json(v, name, limit, redact) for v in value]
     return value
 
 
-def _metadata_value(name: str, value: Any, limit: int | None) -> Any:
+def _metadata_value(name: str, value: Any, limit: int | None, redact: Redact) -> Any:
     if value is None:
         return None
     if isinstance(value, str):
-        return ("string", _safe_string(name, value, limit))
+        return ("string", _safe_string(name, value, limit, redact))
     branch = _METADATA_BRANCHES.get(type(value))
     if branch is not None:
         return (branch, value)
@@ -219,12 +226,14 @@ def _metadata_value(name: str, value: Any, limit: int | None) -> Any:
         return value
     if isinstance(value, bytes | bytearray):  # e.g. a thought signature: kept as it is
         return (_BYTES_VALUE, {"bytes": bytes(value)})
-    safe = _safe_json(value, name, limit)
+    safe = _safe_json(value, name, limit, redact)
     return (_JSON_VALUE, {"json": json.dumps(safe, default=_json_default, separators=(",", ":"))})
 
 
-def _metadata(metadata: dict[str, Any], limit: int | None) -> dict[str, Any]:
-    return {k: _metadata_value(k, v, limit) for k, v in metadata.items()} if metadata else {}
+def _metadata(metadata: dict[str, Any], limit: int | None, redact: Redact) -> dict[str, Any]:
+    if not metadata:
+        return {}
+    return {k: _metadata_value(k, v, limit, redact) for k, v in metadata.items()}
 
 
 class _Encoder:
@@ -233,16 +242,17 @@ class _Encoder:
 
     Every record field is set, even when null: fastavro writes absent fields far slower."""
 
-    def __init__(self, version: int, level: LogLevel, text_limit: int) -> None:
+    def __init__(self, version: int, level: LogLevel, text_limit: int, redact: Redact) -> None:
         self.shape = _SHAPES[_check_version(version)]
         self.limit = None if level is LogLevel.VERBOSE else text_limit
+        self.redact = redact
         self.fields = self._fields()
 
     def part(self, part: Part) -> dict[str, Any]:
         if isinstance(part, TextPart):
             record: dict[str, Any] = {
                 "kind": "text",
-                "text": _optional_bounded(part.text, self.limit),
+                "text": _optional_bounded(part.text, self.limit, self.redact),
                 "mime_type": None,
                 "sha256": None,
                 "size_bytes": None,
@@ -267,21 +277,27 @@ class _Encoder:
                 "url": _string(part.url),
             }
         if self.shape.part_metadata:
-            record["metadata"] = _metadata(part.metadata, self.limit)
+            record["metadata"] = _metadata(part.metadata, self.limit, self.redact)
         return record
 
     def tool_call(self, call: ToolCall) -> dict[str, Any]:
         arguments = json.dumps(call.arguments, separators=(",", ":"))
-        record = {"id": call.id, "name": call.name, "arguments": _bounded(arguments, self.limit)}
+        record = {
+            "id": call.id,
+            "name": call.name,
+            "arguments": _bounded(arguments, self.limit, self.redact),
+        }
         if self.shape.call_metadata:
-            record["metadata"] = _metadata(call.metadata, self.limit)
+            record["metadata"] = _metadata(call.metadata, self.limit, self.redact)
         return record
 
     def message(self, message: ChatMessage) -> dict[str, Any]:
         parts = message.parts
         record = {
             "role": message.role,
-            "content": None if parts else _optional_bounded(message.content or None, self.limit),
+            "content": None
+            if parts
+            else _optional_bounded(message.content or None, self.limit, self.redact),
             "parts": [self.part(p) for p in parts],
             "tool_calls": [self.tool_call(c) for c in message.tool_calls],
             "tool_call_id": _string(message.tool_call_id),
@@ -289,7 +305,7 @@ class _Encoder:
             "is_error": message.is_error,
         }
         if self.shape.message_metadata:
-            record["metadata"] = _metadata(message.metadata, self.limit)
+            record["metadata"] = _metadata(message.metadata, self.limit, self.redact)
         return record
 
     def event(self, event: AgentEvent | RunEvent) -> dict[str, Any]:
@@ -326,7 +342,7 @@ class _Encoder:
         event_type = event.event_type.value
         attributes = stored_attributes(event_type, typed)
         if attributes:
-            payload["attributes"] = {k: redact_secrets(v) for k, v in attributes.items()}
+            payload["attributes"] = {k: self.redact(v) for k, v in attributes.items()}
         return {
             "event_id": event.event_id,
             "event_type": event_type if event_type in self.shape.event_types else "unknown",
@@ -342,7 +358,7 @@ class _Encoder:
     def _fields(self) -> dict[str, Callable[[Any], Any]]:
         """How each payload field this version holds becomes its record value (attributes
         apart: `stored_attributes` gives them)."""
-        limit = self.limit
+        limit, redact = self.limit, self.redact
         fields: dict[str, Callable[[Any], Any]] = {
             "messages": lambda messages: [self.message(m) for m in messages],
             "tool_calls": lambda calls: [self.tool_call(c) for c in calls],
@@ -351,7 +367,7 @@ class _Encoder:
             "model": _string,
             "latency_ms": _double,
             "error_class": _string,
-            "error_message": lambda text: _optional_bounded(text, limit),
+            "error_message": lambda text: _optional_bounded(text, limit, redact),
             "finish_reason": _string,
             "attempts": _long,
             "cost_usd": _double,
@@ -364,7 +380,7 @@ class _Encoder:
             fields["answered_provider"] = _string
             fields["fallback"] = _boolean
         if self.shape.input_record:
-            fields["input_record"] = lambda text: _optional_bounded(text, limit)
+            fields["input_record"] = lambda text: _optional_bounded(text, limit, redact)
         return fields
 
     def usage(self, usage: TokenUsage) -> dict[str, Any]:
@@ -377,12 +393,12 @@ class _Encoder:
         def text(value: str | None) -> tuple[str, str] | None:
             if value is None:
                 return None
-            value = redact_secrets(value)
+            value = self.redact(value)
             return _string(value if self.limit is None else clip(value, self.limit))
 
         return {
             "tool": evidence.tool,
-            "queries": [redact_secrets(q) for q in evidence.queries],
+            "queries": [self.redact(q) for q in evidence.queries],
             "sources": [{"uri": s.uri, "title": s.title} for s in evidence.sources],
             "url": _string(evidence.url),
             "status": _string(evidence.status),
@@ -398,12 +414,14 @@ def record_maker(
     version: int = LATEST_VERSION,
     level: LogLevel | str = LogLevel.STANDARD,
     text_limit: int = DEFAULT_TEXT_LIMIT,
+    redact: Redact = redact_secrets,
 ) -> Callable[[AgentEvent | RunEvent | str], dict[str, Any]]:
-    """`to_record` for one version, level and text limit, worked out once (for a writer)."""
+    """`to_record` for one version, level and text limit, worked out once (for a writer),
+    every text passing `redact` (a job's `Redactor`: hashable, as the cache needs)."""
     level = LogLevel.parse(level)
     if level is LogLevel.OFF:
         raise ValueError("event log level off records nothing; skip the event instead")
-    encoder = _Encoder(version, level, text_limit)
+    encoder = _Encoder(version, level, text_limit, redact)
 
     def record(event: AgentEvent | RunEvent | str) -> dict[str, Any]:
         if isinstance(event, str):

@@ -1,20 +1,26 @@
 """Text that is safe to log, dead-letter or store: clipped, without secrets or media bytes.
 
-One place for the three rules every error path follows: `clip` bounds a reason's length,
-`scrub` removes known secrets and long base64 runs (inline media a server echoed back)
-from provider messages, and `redact_secrets` replaces anything shaped like an API key,
-token, password, private key or a URL's user info, which every kept or printed text passes.
+One place for the rules every error path and every emitted text follows: `clip` bounds a
+reason's length, `scrub` removes known secrets and long base64 runs (inline media a server
+echoed back) from provider messages, `redact_secrets` replaces anything shaped like an API
+key, token, password, private key or a URL's user info, which every kept or printed text
+passes, and a `Redactor` does both for a job: the secret values it knows (of
+`MIN_SECRET_CHARS` or more), then the shapes.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = [
+    "MIN_SECRET_CHARS",
     "REASON_LIMIT",
     "SUBSTRING_SECRET_CHARS",
+    "Redactor",
     "clip",
     "is_credential_name",
     "redact_secrets",
@@ -28,6 +34,10 @@ REASON_LIMIT = 1000
 _SCRUB_LIMIT = 2000
 SUBSTRING_SECRET_CHARS = 16
 """Secrets this long are scrubbed even inside a longer token; shorter ones as whole tokens."""
+MIN_SECRET_CHARS = 6
+"""A `Redactor` leaves a known value shorter than this alone: it would mangle ordinary words."""
+_TOKEN_EDGE = r"A-Za-z0-9_\-"
+"""What may not stand right before or after a short secret replaced as a whole token."""
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{48,}={0,2}")
 
 # Secrets that must never reach a log. Some are known by their own shape: Google and OpenAI
@@ -92,18 +102,37 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     A secret of `SUBSTRING_SECRET_CHARS` characters or more goes wherever it appears; a
     shorter one only where it stands as a whole token (no letter, digit, `_` or `-` right
     before or after it), so a short test key such as `x` leaves `rate_limit_exceeded` whole."""
-    for secret in secrets:
-        if not secret:
-            continue
-        if len(secret) >= SUBSTRING_SECRET_CHARS:
-            text = text.replace(secret, "[redacted]")
-        elif secret in text:
-            whole = rf"(?<![A-Za-z0-9_\-]){re.escape(secret)}(?![A-Za-z0-9_\-])"
-            text = re.sub(whole, "[redacted]", text)
+    known = _known_pattern(_known_forms(secrets, 1))
+    if known is not None:
+        text = known.sub("[redacted]", text)
     text = _BASE64_RUN.sub("[data elided]", text)
     if len(text) > _SCRUB_LIMIT:
         text = text[:_SCRUB_LIMIT] + " [truncated]"
     return text
+
+
+def _known_forms(secrets: Iterable[str | None], min_chars: int) -> tuple[str, ...]:
+    """Every secret of `min_chars` or more, as written and as a JSON string holds it (escaped,
+    with or without non-ASCII escapes), the longest first (it wins where two start)."""
+    forms: set[str] = set()
+    for secret in secrets:
+        if secret and len(secret) >= min_chars:
+            forms.update(
+                (secret, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(secret)[1:-1])
+            )
+    return tuple(sorted(forms, key=lambda form: (-len(form), form)))
+
+
+def _known_pattern(forms: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One pattern for `forms` (None when there is none): a form of `SUBSTRING_SECRET_CHARS`
+    or more matches anywhere, a shorter one only as a whole token."""
+    if not forms:
+        return None
+    branches = [re.escape(form) for form in forms if len(form) >= SUBSTRING_SECRET_CHARS]
+    whole = [re.escape(form) for form in forms if len(form) < SUBSTRING_SECRET_CHARS]
+    if whole:
+        branches.append(rf"(?<![{_TOKEN_EDGE}])(?:{'|'.join(whole)})(?![{_TOKEN_EDGE}])")
+    return re.compile("|".join(branches))
 
 
 def _redact_match(match: re.Match[str]) -> str:
@@ -149,3 +178,30 @@ def url_secrets(url: str | None) -> list[str]:
         return []
     found += [value for _, value in parse_qsl(parts.query, keep_blank_values=False)]
     return [piece for value in found if value for piece in {value, unquote(value)}]
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """What every text a job emits passes (records, events, spans): the job's own secret
+    values replaced, then every secret shape (`redact_secrets`).
+
+    A known value of `MIN_SECRET_CHARS` or more is replaced wherever it stands when it has
+    `SUBSTRING_SECRET_CHARS` or more, else where it stands as a whole token; a shorter one
+    is left alone. Built once (`Redactor.of`), it is hashable and can be pickled."""
+
+    forms: tuple[str, ...] = field(default=(), repr=False)
+    """The known values in every form a text may hold them, the longest first."""
+    pattern: re.Pattern[str] | None = field(default=None, repr=False)
+    """The pattern that replaces them (None without any)."""
+
+    @classmethod
+    def of(cls, secrets: Iterable[str | None]) -> Redactor:
+        """The redactor of a job whose secret values are `secrets`."""
+        forms = _known_forms(secrets, MIN_SECRET_CHARS)
+        return cls(forms, _known_pattern(forms))
+
+    def __call__(self, text: str) -> str:
+        """`text` without the known secret values and without anything shaped like one."""
+        if self.pattern is not None and any(form in text for form in self.forms):
+            text = self.pattern.sub(_REDACTED, text)
+        return redact_secrets(text)

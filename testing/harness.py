@@ -144,7 +144,7 @@ class AgentHarness:
         self._loop = EngineLoop(config.max_in_flight, name="streamagents-harness").start()
         metrics = EngineMetrics(_Metrics(), [entry.name for entry in config.model.chain()])
         level = "verbose" if config.event_log_level == "verbose" else "standard"
-        emitter = Emitter(CHANNELS, metrics, None, level, None, config.job_id)
+        emitter = Emitter(CHANNELS, metrics, None, level, None, config.job_id, config.redactor())
         self.engine = AgentEngine(
             self.port, config, self.runtime, self._loop, metrics, emitter, time.monotonic
         )

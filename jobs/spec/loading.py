@@ -1,6 +1,7 @@
 """Loading a job spec: `load_spec(path)` reads a YAML file, substitutes `${ENV}` variables,
 validates it into a frozen `JobSpec`, picks the model to use among the candidates and completes
-its telemetry from the `OTEL_*` variables, before any Flink object exists.
+its telemetry from the `OTEL_*` variables, before any Flink object exists. The `${ENV}` values
+that went into secret fields are the job's secret values (`LoadedSpec.secret_values`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,13 @@ from streamagents.jobs.spec.schema import JobSpec, ModelEntry
 from streamagents.jobs.spec.yaml_source import LoadedYaml, YamlRuleError, YamlSyntaxError, load_yaml
 from streamagents.jobs.telemetry.env import TelemetryEnvError, telemetry_config
 from streamagents.operators.agent.config import TelemetryConfig
-from streamagents.serde.safe_text import redact_secrets
+from streamagents.serde.safe_text import is_credential_name, redact_secrets, url_secrets
 
 __all__ = ["LoadedSpec", "load_spec"]
+
+_SECRET_MAPS = frozenset({"headers", "default_headers", "env", "properties"})
+"""Keys whose every value is a secret: HTTP headers, an MCP server's environment, Kafka client
+properties (`sasl.jaas.config`, `ssl.key.password`, ...)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,25 @@ class LoadedSpec:
         """`text` with every value taken from the environment replaced by its `${NAME}`, and
         anything else shaped like a secret (a password in a URL) redacted."""
         return redact_secrets(self.source.redact(text))
+
+    def secret_values(self) -> list[str]:
+        """The `${ENV}` values the spec puts in secret fields, which nothing the job emits may
+        carry: every value under a credential's name (`api_key`, `secret`, `password`, ...),
+        in headers, an MCP server's `env` or Kafka `properties`, and the user info or query
+        value of a URL that holds one."""
+        values: list[str] = []
+        for path, (text, names) in self.source.placed.items():
+            given = [self.source.substituted[name] for name in names]
+            keys = [key for key in path if isinstance(key, str)]
+            if any(key in _SECRET_MAPS or is_credential_name(key) for key in keys):
+                values += given
+            else:  # a URL's credentials that hold a variable's value, or lie within one
+                values += [
+                    piece
+                    for piece in url_secrets(text)
+                    if any(value in piece or piece in value for value in given)
+                ]
+        return values
 
 
 def load_spec(path: str | Path, environ: Mapping[str, str] | None = None) -> LoadedSpec:

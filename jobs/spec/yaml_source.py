@@ -61,6 +61,9 @@ class LoadedYaml:
     """Field paths whose value names environment variables that are not set."""
     substituted: dict[str, str] = field(default_factory=dict)
     """Variable name -> value, for every variable substituted (kept only to redact it)."""
+    placed: dict[FieldPath, tuple[str, list[str]]] = field(default_factory=dict)
+    """Field path -> its value after substitution and the variables substituted into it
+    (to tell which values are secrets by where they went)."""
 
     def redact(self, text: str) -> str:
         """`text` with every substituted value (of 4 characters or more; shorter ones are
@@ -292,14 +295,20 @@ def _construct(node: yaml.Node, path: FieldPath, loader: yaml.SafeLoader) -> Any
 
 
 def _substitute(value: str, path: FieldPath, out: LoadedYaml, env: Mapping[str, str]) -> str:
+    names: list[str] = []
+
     def replace(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         if env.get(name):
             out.substituted[name] = env[name]
+            names.append(name)
             return env[name]
         if default is not None:
             return default
         out.missing.setdefault(path, []).append(name)
         return ""
 
-    return _VARIABLE.sub(replace, value)
+    substituted = _VARIABLE.sub(replace, value)
+    if names:
+        out.placed[path] = (substituted, names)
+    return substituted

@@ -22,7 +22,12 @@ from pydantic import (
 )
 
 from streamagents.connectors.durations import LONGEST_WAIT_S, WaitSeconds
-from streamagents.connectors.mcp_servers import ApprovalRule, CallApprovalTimeout, McpServer
+from streamagents.connectors.mcp_servers import (
+    ApprovalRule,
+    CallApprovalTimeout,
+    McpHttp,
+    McpServer,
+)
 from streamagents.connectors.providers import PROVIDER_NAMES, PrefixCacheSettings, RateLimits
 from streamagents.connectors.providers.circuit_breaker import BreakerSettings
 from streamagents.connectors.providers.file_uploads import UploadMedia
@@ -34,6 +39,7 @@ from streamagents.connectors.providers.options import (
 from streamagents.connectors.providers.prices import ModelPrices
 from streamagents.operators.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from streamagents.serde.avro import LogLevel
+from streamagents.serde.safe_text import Redactor, url_secrets
 
 __all__ = [
     "GEMINI_EXTRAS_PROVIDERS",
@@ -196,6 +202,16 @@ class ModelTarget(BaseModel):
         if self.options.get("vertexai"):
             raise ValueError("upload_media: Vertex AI has no Files API; refer to gs:// URLs")
         return self
+
+    def secret_values(self) -> list[str]:
+        """The credentials this model's options hold (see `ModelOptions.secret_values`);
+        none for a provider whose options are not typed (a test model)."""
+        wire = _wire(self.provider)
+        return (
+            []
+            if wire is None
+            else client_options(wire).model_validate(self.options).secret_values()
+        )
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # Options hold API keys and auth headers: repr/str hide their values (see
@@ -819,6 +835,31 @@ class AgentConfig(AgentSettings):
         description="Parallel subtasks running this agent, set by the operator when it opens: "
         "the model's limits are shared out over them.",
     )
+    known_secrets: tuple[SecretStr, ...] = Field(
+        default=(),
+        description="Secret values from outside this config that nothing emitted may carry "
+        "(a job gives the `${ENV}` values its spec puts in secret fields, Kafka passwords "
+        "among them); the config's own credentials need not be listed.",
+    )
+
+    def redactor(self) -> Redactor:
+        """What every record, event and span this agent emits passes: its known secrets and
+        its own credentials (the models' options, MCP servers' env and headers, telemetry
+        headers, the decisions secret, user info and query values of its URLs) replaced,
+        then every secret shape. Built where the operator opens, once."""
+        values = [secret.get_secret_value() for secret in self.known_secrets]
+        for target in self.model.chain():
+            values += target.secret_values()
+        for server in self.mcp_servers:
+            values += server.secrets()
+            if isinstance(server.transport, McpHttp):
+                values += url_secrets(server.transport.url)
+        if self.telemetry is not None:
+            values += [header.get_secret_value() for header in self.telemetry.headers.values()]
+            values += url_secrets(self.telemetry.otlp_endpoint)
+        if self.decisions.secret is not None:
+            values.append(self.decisions.secret.get_secret_value())
+        return Redactor.of([*values, *url_secrets(self.media_store)])
 
     @model_validator(mode="after")
     def _extras_on_gemini_only(self) -> AgentConfig:

@@ -2,13 +2,15 @@
 
 Each is a typed, frozen model that a `Step` carries; `to_json()` is its one serialisation,
 called where the record is emitted. The JSON is the format users read (fields in this
-order, `ensure_ascii=False`), so it must not change; anything in it shaped like a secret
-(a model that repeats a tool's token, an input that holds a password) is redacted there.
+order, `ensure_ascii=False`), so it must not change; the job's secret values and anything
+shaped like a secret (a model that repeats a tool's token, an input that holds a password)
+are redacted there, by the job's `Redactor` (`AgentConfig.redactor`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
@@ -26,10 +28,10 @@ class _EmittedRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    def to_json(self) -> str:
+    def to_json(self, redact: Callable[[str], str] = redact_secrets) -> str:
         """The record as emitted: its fields in order, non-ASCII text kept as is, secrets
-        redacted."""
-        return redact_secrets(json.dumps(self.model_dump(), ensure_ascii=False))
+        redacted by `redact` (the job's `Redactor`; by default, secret shapes)."""
+        return redact(json.dumps(self.model_dump(), ensure_ascii=False))
 
 
 class OutputRecord(_EmittedRecord):
@@ -114,9 +116,9 @@ class DeadLetter(_EmittedRecord):
             offloaded=None if received_bytes is None else {"input": received_bytes},
         )
 
-    def to_json(self) -> str:
-        """The record as emitted (`offloaded` only when set), secrets redacted; a lone
-        surrogate in the input as received is escaped."""
+    def to_json(self, redact: Callable[[str], str] = redact_secrets) -> str:
+        """The record as emitted (`offloaded` only when set), secrets redacted by `redact`;
+        a lone surrogate in the input as received is escaped."""
         letter = self.model_dump(exclude={"offloaded"})
         if self.offloaded is not None:
             letter["offloaded"] = {
@@ -129,7 +131,7 @@ class DeadLetter(_EmittedRecord):
                 text.encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate in the line as received: escape it
                 text = json.dumps(letter)
-        return redact_secrets(text)
+        return redact(text)
 
 
 class ApprovalRequest(_EmittedRecord):
@@ -155,11 +157,13 @@ def dead_letter_record(
     key: str | None = None,
     record_id: str | None = None,
     received_bytes: MediaRef | None = None,
+    redact: Callable[[str], str] = redact_secrets,
 ) -> str:
-    """The JSON of `DeadLetter.build(...)`, for a caller that emits it at once."""
+    """The JSON of `DeadLetter.build(...)`, secrets redacted by `redact`, for a caller that
+    emits it at once."""
     return DeadLetter.build(
         stage, error, received, key=key, record_id=record_id, received_bytes=received_bytes
-    ).to_json()
+    ).to_json(redact)
 
 
 def _given_id(received: str) -> str | None:

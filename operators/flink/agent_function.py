@@ -15,6 +15,7 @@ state must be declared in `open()`, which `FlinkKeyedPort` does for the engine.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -94,13 +95,16 @@ class AgentFunction(KeyedProcessFunction):
         # Build the model's client while the rest of open() and Flink's restore run: a
         # restarted job's first calls are made in this process (see `SdkProcessModel`).
         self._loop.start_soon(runtime.model.warm())
+        redact = self._config.redactor()  # what every record, event and span passes
         if self._event_log is not None:
-            self._event_log.open(runtime_context, watch=False)  # closed with this function
+            self._event_log.open(runtime_context, watch=False, redact=redact)  # closed with us
         telemetry = self._config.telemetry
         self._telemetry = (
             None
             if telemetry is None
-            else self._off_task(LiveTelemetry, telemetry, self._config.job_id)
+            else self._off_task(
+                functools.partial(LiveTelemetry, redact=redact), telemetry, self._config.job_id
+            )
         )
         metrics = EngineMetrics(
             runtime_context.get_metrics_group().add_group("streamagents"),
@@ -113,6 +117,7 @@ class AgentFunction(KeyedProcessFunction):
             self._config.event_log_level,
             self._telemetry,
             self._config.job_id,
+            redact,
         )
         self._port = FlinkKeyedPort(runtime_context)
         self._engine = AgentEngine(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from streamagents.connectors.eventlog import (
 from streamagents.operators.flink._task_watch import TaskWatch
 from streamagents.serde.avro import LogLevel
 from streamagents.serde.events import AgentEvent, EventType, RunEvent, new_event
+from streamagents.serde.safe_text import redact_secrets
 
 __all__ = [
     "EventLogSinkFunction",
@@ -120,11 +121,17 @@ class EventLogSinkFunction(ProcessFunction):
         self._key: tuple[str, int] | None = None
         self._watch: TaskWatch | None = None
 
-    def open(self, runtime_context: RuntimeContext, watch: bool = True) -> None:
+    def open(
+        self,
+        runtime_context: RuntimeContext,
+        watch: bool = True,
+        redact: Callable[[str], str] = redact_secrets,
+    ) -> None:
         """Finalize files earlier attempts left in progress, start the writer and its flusher,
         and (`watch`) a `TaskWatch` that closes the sink if its task ends without `close()`
         (PyFlink calls none on cancel or failure); a function that carries the sink and
-        closes it passes False.
+        closes it passes False, and its job's `Redactor` as `redact` (events arriving as
+        JSON were redacted by the function that emitted them).
 
         Taken: this subtask index's files (an earlier attempt of this subtask, now gone) and
         files of any index not touched for twice roll_seconds (a live writer rolls sooner)."""
@@ -143,6 +150,7 @@ class EventLogSinkFunction(ProcessFunction):
             roll_seconds=self.roll_seconds,
             flush_seconds=self.flush_seconds,
             subtask=index,
+            redact=redact,
         )
         self.writer = writer
         stop = self._stop = threading.Event()

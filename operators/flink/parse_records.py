@@ -69,6 +69,7 @@ class ParseRecords(ProcessFunction):
         self._media_sources = config.input_media
         self._media_root = config.media_store
         self._threshold = config.offload_threshold_bytes
+        self._redact = config.redactor()
 
     def open(self, runtime_context: RuntimeContext) -> None:
         """Start the thread the media store is used on (see `AgentFunction._off_task`)."""
@@ -112,7 +113,9 @@ class ParseRecords(ProcessFunction):
                 ),
             )
             exact = None
-        return dead_letter_record("parse", reason, received, received_bytes=exact)
+        return dead_letter_record(
+            "parse", reason, received, received_bytes=exact, redact=self._redact
+        )
 
     def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterator[Any]:
         """Validate one line (text, or UTF-8 bytes from Kafka), offload its large inline media
@@ -136,7 +139,9 @@ class ParseRecords(ProcessFunction):
             received = value if isinstance(value, str) else repr(type(value))
             yield (
                 DEAD_LETTERS_TAG,
-                dead_letter_record("parse", ErrorInfo.from_exception(error), received),
+                dead_letter_record(
+                    "parse", ErrorInfo.from_exception(error), received, redact=self._redact
+                ),
             )
             return
         if isinstance(record, tuple):  # a decision on a parked tool call
@@ -159,6 +164,7 @@ class ParseRecords(ProcessFunction):
                     value,
                     key=record.key,
                     record_id=record.id if record.id_given else None,
+                    redact=self._redact,
                 ),
             )
             return

@@ -23,6 +23,7 @@ from streamagents.operators.agent.config import TelemetryConfig
 from streamagents.operators.telemetry.sdk_spans import readable_spans, require_otel, signal_url
 from streamagents.operators.telemetry.spans import LiveSpans, SpanRecord
 from streamagents.serde.events import AgentEvent, RunEvent
+from streamagents.serde.safe_text import redact_secrets
 
 __all__ = ["LiveTelemetry", "SpanShipper", "sampled"]
 
@@ -223,11 +224,18 @@ class _GenAiMetrics:
 
 
 class LiveTelemetry:
-    """Spans and metrics of one operator subtask's runs, from the events its steps emit."""
+    """Spans and metrics of one operator subtask's runs, from the events its steps emit;
+    every text of a span passes `redact` (the job's `Redactor`)."""
 
-    def __init__(self, config: TelemetryConfig, job_id: str, flush_interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        config: TelemetryConfig,
+        job_id: str,
+        flush_interval_s: float = 1.0,
+        redact: Callable[[str], str] = redact_secrets,
+    ) -> None:
         self._config = config
-        self.spans = LiveSpans(config.capture_content)
+        self.spans = LiveSpans(config.capture_content, redact=redact)
         """The runs' spans being built; a run restored mid-way is resumed here."""
         self._metrics = _GenAiMetrics(config, job_id, max(flush_interval_s, 1.0) * 5)
         self._shipper = SpanShipper(config, flush_interval_s, self._metrics.record)

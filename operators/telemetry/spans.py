@@ -9,14 +9,15 @@ span when it ends, the run's span when the run ends. Trace and span ids are deri
 run id and the event ids, so the same log always gives the same ids, and a step re-emitted
 after a restore (same event id) gives the same span. Message content is kept only when asked,
 with media as store URI references (events never hold media bytes); every string is passed
-through `redact_secrets`, and provider metadata (e.g. thought signatures) is never exported.
+through `redact_secrets` and, where a span is built, through the job's `Redactor` (its own
+secret values too), and provider metadata (e.g. thought signatures) is never exported.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -189,11 +190,20 @@ class _RunSpans:
     steps: dict[str, _Step] = field(default_factory=dict)
     conversation: list[ChatMessage] = field(default_factory=list)
     usage: list[int] = field(default_factory=lambda: [0, 0])
+    redact: Callable[[str], str] = redact_secrets
+    """What every text of its spans passes as they are built (the job's `Redactor`)."""
 
     @classmethod
-    def of(cls, run_id: str, job_id: str, key: str | None, start_ms: float) -> _RunSpans:
-        """A run of `job_id` on `key` that started at `start_ms`."""
-        run = cls(run_id, job_id, start_ms, start_ms)
+    def of(
+        cls,
+        run_id: str,
+        job_id: str,
+        key: str | None,
+        start_ms: float,
+        redact: Callable[[str], str] = redact_secrets,
+    ) -> _RunSpans:
+        """A run of `job_id` on `key` that started at `start_ms`, its texts passing `redact`."""
+        run = cls(run_id, job_id, start_ms, start_ms, redact=redact)
         if key is not None:
             run.attributes["gen_ai.conversation.id"] = key
             run.attributes["streamagents.key"] = key
@@ -214,7 +224,7 @@ class _RunSpans:
         self.end_ms = max(self.end_ms, end)
         start_ns, end_ns = _ns(step.start_ms), _ns(end)
         events = tuple(
-            SpanEvent(e.name, min(max(e.time_ns, start_ns), end_ns), e.attributes)
+            SpanEvent(e.name, min(max(e.time_ns, start_ns), end_ns), self._cleaned(e.attributes))
             for e in step.events
         )
         return SpanRecord(
@@ -225,8 +235,8 @@ class _RunSpans:
             step.kind,
             start_ns,
             end_ns,
-            _cleaned(step.attributes),
-            step.error,
+            self._cleaned(step.attributes),
+            self._cleaned_error(step.error),
             self.job_id,
             events,
         )
@@ -254,8 +264,8 @@ class _RunSpans:
             "internal",
             _ns(self.start_ms),
             _ns(self.end_ms),
-            _cleaned(attributes),
-            self.error,
+            self._cleaned(attributes),
+            self._cleaned_error(self.error),
             self.job_id,
         )
 
@@ -264,9 +274,11 @@ class _RunSpans:
         steps = [self.step_span(step) for step in self.steps.values()]
         return [self.root_span(), *steps]
 
+    def _cleaned(self, attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+        return {k: self.redact(v) if isinstance(v, str) else v for k, v in attributes.items()}
 
-def _cleaned(attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
-    return {k: _clean(v) if isinstance(v, str) else v for k, v in attributes.items()}
+    def _cleaned_error(self, error: str | None) -> str | None:
+        return None if error is None else self.redact(error)
 
 
 def _step_key(run: _RunSpans, event: AgentEvent) -> str:
@@ -557,12 +569,19 @@ class LiveSpans:
     span is returned as soon as its response event arrives, the run's span (and any step
     left without a response) when the run ends. A run first seen after a restore starts
     from what `resume` tells of it; its spans keep the ids a log of the whole run gives.
-    At most `max_runs` runs are held: past that the oldest is dropped, spans unsent.
+    At most `max_runs` runs are held: past that the oldest is dropped, spans unsent. Every
+    text of a span passes `redact` (the job's `Redactor`) as the span is built.
     """
 
-    def __init__(self, capture_content: bool = False, max_runs: int = 100_000) -> None:
+    def __init__(
+        self,
+        capture_content: bool = False,
+        max_runs: int = 100_000,
+        redact: Callable[[str], str] = redact_secrets,
+    ) -> None:
         self._capture = capture_content
         self._max_runs = max_runs
+        self._redact = redact
         self._runs: dict[str, _RunSpans] = {}
 
     @property
@@ -582,7 +601,7 @@ class LiveSpans:
     ) -> None:
         """Open a run restored mid-way, from its restored state: when it started, its input
         id, the tokens it used and its conversation (media as refs) before the restore."""
-        run = _RunSpans.of(run_id, job_id, key, started_ms)
+        run = _RunSpans.of(run_id, job_id, key, started_ms, self._redact)
         run.attributes["streamagents.input_id"] = input_id
         run.usage = list(tokens)
         run.conversation = list(conversation)
@@ -597,7 +616,9 @@ class LiveSpans:
                 continue
             run = self._runs.get(event.run_id)
             if run is None:
-                run = _RunSpans.of(event.run_id, event.job_id, event.key, event.timestamp_ms)
+                run = _RunSpans.of(
+                    event.run_id, event.job_id, event.key, event.timestamp_ms, self._redact
+                )
                 self._open(run)
             run.add(event, self._capture)
             touched[event.run_id] = run
