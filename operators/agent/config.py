@@ -51,6 +51,7 @@ __all__ = [
     "FollowupConfig",
     "InputLimits",
     "InputMedia",
+    "JournalConfig",
     "MemoryConfig",
     "ModelSpec",
     "ModelTarget",
@@ -510,6 +511,25 @@ ApprovalTimeout = Annotated[
 """The default wait for a decision on a tool call (`approval_timeout_s`)."""
 
 
+class JournalConfig(BaseModel):
+    """The call journal (docs/reliability.md#the-call-journal): each completed model and
+    tool call kept beside the media store, so a call made again after a restore, a source
+    replay or a rerun is answered from it instead."""
+
+    model_config = _MODEL_CONFIG
+
+    enabled: bool = Field(default=False, description="Keep and consult the call journal.")
+    roll_s: float = Field(
+        default=60.0, gt=0, description="How long a segment file is written before a new one."
+    )
+    keep_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="How long a rolled segment is kept: longer than two checkpoint intervals "
+        "plus a restart, or a restored call may be made again.",
+    )
+
+
 class FollowupConfig(BaseModel):
     """The built-in `schedule_followup` tool: whether the agent has it, and its bounds."""
 
@@ -781,6 +801,10 @@ class AgentSettings(BaseModel):
     followups: FollowupConfig = Field(
         default_factory=FollowupConfig,
         description="Scheduled follow-ups (the built-in `schedule_followup` tool).",
+    )
+    journal: JournalConfig = Field(
+        default_factory=JournalConfig,
+        description="The call journal: completed calls answered from it, not made twice.",
     )
 
     @field_validator("mcp_servers")

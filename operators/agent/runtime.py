@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from streamagents.connectors.call_journal import CallJournal
 from streamagents.connectors.media import MediaStore, has_inline_media_above
 from streamagents.connectors.providers import ChatModel, ProviderError
 from streamagents.operators.agent import approval_steps
@@ -39,6 +40,12 @@ from streamagents.operators.agent._run_events import event_id_for
 from streamagents.operators.agent.approvals import ApprovalDecision
 from streamagents.operators.agent.config import AgentConfig
 from streamagents.operators.agent.documents import documents_message
+from streamagents.operators.agent.durable_calls import (
+    DurableCalls,
+    ModelAnswer,
+    ToolAnswers,
+    model_request_hash,
+)
 from streamagents.operators.agent.fingerprint import config_fingerprint
 from streamagents.operators.agent.followups import TOOL_NAME as FOLLOWUP_TOOL
 from streamagents.operators.agent.followups import Followup, is_followup_line, tool_spec
@@ -67,6 +74,7 @@ from streamagents.operators.agent.run_state import (
     RunState,
     Stale,
     Step,
+    ToolAction,
     run_id_for,
 )
 from streamagents.operators.agent.runtime_parts import runtime_parts
@@ -90,6 +98,7 @@ class AgentRuntime:
         tools: ToolRegistry,
         store: MediaStore,
         message_json: MessageJson | None = None,
+        journal: CallJournal | None = None,
     ) -> None:
         self.config = config
         self.model = model
@@ -120,6 +129,15 @@ class AgentRuntime:
         """The hash of what shapes the answers (prompt, models, tools), on each input event."""
         self.replay_policies = _replay_policies(config, tools) if config.replay else None
         """In a replay job, each tool's policy for calls the recording lacks (else None)."""
+        settings = config.journal
+        self.durable = (
+            DurableCalls(
+                journal, config.job_id, lambda: self.clock_ms(), settings.roll_s, settings.keep_s
+            )
+            if journal is not None
+            else None
+        )
+        """The call journal's look-ups and records around each call (None: no journal)."""
 
     @property
     def store(self) -> MediaStore:
@@ -309,12 +327,21 @@ class AgentRuntime:
                 outcome["error"] = ErrorInfo(type=type(raised).__name__, message=message)
                 if isinstance(raised, ProviderError):
                     outcome.update(attempts=raised.attempts, retries=raised.retries)
+            elif isinstance(value, ModelAnswer):
+                outcome["response"] = value.response
+                outcome["from_journal"] = [pending.request_event_id] if value.from_journal else []
+                outcome["unrecorded"] = 0 if value.recorded else 1
             else:
-                outcome["response" if model_turn else "results"] = value
+                outcome.update(
+                    results=value.results,
+                    from_journal=value.from_journal,
+                    unrecorded=value.unrecorded,
+                )
         outcome["latency_ms"] = (time.monotonic() - started) * 1000
         return Outcome(**outcome)
 
-    async def _call_model(self, state: RunState, history: Sequence[ChatMessage]) -> ChatResponse:
+    async def _call_model(self, state: RunState, history: Sequence[ChatMessage]) -> ModelAnswer:
+        """The pending model call's response: from the call journal when it holds it."""
         request: list[ChatMessage] = []
         if self.config.system_prompt:
             request.append(ChatMessage.system(self.config.system_prompt))
@@ -325,13 +352,40 @@ class AgentRuntime:
         generation = self.config.model.generation
         if state.interaction_id is not None:
             generation = {**generation, "previous_interaction_id": state.interaction_id}
-        response = await self.model.achat(request, self.tool_specs, **generation)
-        if has_inline_media_above(response.message, 0):
-            message = await asyncio.to_thread(self.store.offload, response.message, 0)
-            response = response.model_copy(update={"message": message})
-        return response
 
-    async def _run_tools(self, calls: Sequence[ToolCall], state: RunState) -> list[ChatMessage]:
+        async def call() -> ChatResponse:
+            response = await self.model.achat(request, self.tool_specs, **generation)
+            if has_inline_media_above(response.message, 0):
+                message = await asyncio.to_thread(self.store.offload, response.message, 0)
+                response = response.model_copy(update={"message": message})
+            return response
+
+        if self.durable is None:
+            return ModelAnswer(await call(), from_journal=False, recorded=True)
+        hashed = model_request_hash(self.fingerprint, request, generation)
+        return await self.durable.model_call(
+            state.run_id, state.pending.request_event_id, hashed, call
+        )
+
+    async def _run_tools(self, calls: Sequence[ToolCall], state: RunState) -> ToolAnswers:
+        """The results of the turn's runnable `calls`: from the call journal when it holds
+        them, else run (in a replay job: answered from the recording unless live)."""
+        if self.durable is None:
+            return ToolAnswers(await self._run_and_offload(calls, state), [], 0)
+        pending = state.pending
+        assert isinstance(pending, ToolAction)
+        index = {call.id: i for i, call in enumerate(pending.calls)}
+        return await self.durable.tool_calls(
+            state.run_id,
+            pending.request_event_id,
+            [(index[call.id], call) for call in calls],
+            lambda todo: self._run_and_offload(todo, state),
+        )
+
+    async def _run_and_offload(
+        self, calls: Sequence[ToolCall], state: RunState
+    ) -> list[ChatMessage]:
+        """Run the calls; their results' media above the offload threshold go to the store."""
         if self.replay_policies is not None:  # a replay job runs no tool unless it may
             results = await answer_from_recording(
                 calls,
@@ -441,7 +495,9 @@ class AgentRuntime:
         return approval_steps.abandon_parked(self.context, state, now_ms)
 
     async def aclose(self) -> None:
-        """Close the model client and the tools' thread pool."""
+        """Close the model client, the tools' thread pool and the call journal's segment."""
+        if self.durable is not None:
+            self.durable.journal.roll()
         self.tools.close()
         await self.model.aclose()
 

@@ -490,10 +490,15 @@ class AgentEngine:
         yield from self._continue(step, usage_of(call.state), call.history, now_ms, phase)
 
     def _observe(self, call: Call, timed: Timed[Outcome]) -> None:
-        """Fold a finished call into the poll schedule, and a model call into the metrics:
-        its latency, the model that answered, the failover chain's breakers."""
+        """Fold a finished call into the poll schedule, the call journal's answers and
+        failed records into the metrics, and a model call too: its latency, the model that
+        answered, the failover chain's breakers."""
         self._driver.observe(call, timed)
         outcome = timed.value
+        if outcome.from_journal:
+            self._metrics.calls_from_journal.inc(len(outcome.from_journal))
+        if outcome.unrecorded:
+            self._metrics.call_journal_write_failures.inc(outcome.unrecorded)
         if outcome.kind != "model":
             return
         self._metrics.model_latency(outcome.latency_ms)
