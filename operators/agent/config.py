@@ -66,6 +66,7 @@ __all__ = [
     "gemini_extras_problem",
     "live_replay_problem",
     "redact_options",
+    "tenant_of",
 ]
 
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid")
@@ -360,6 +361,21 @@ class Budgets(BaseModel):
 
 SPEND_BUDGETS = ("per_key", "per_tenant", "per_job")
 """The spend budgets of `Budgets`, by field name."""
+
+
+def tenant_of(budgets: Budgets, key_field: str, key: str, attributes: dict[str, Any]) -> str | None:
+    """The tenant a run's input names in the field `budgets.per_tenant.field` (its key when
+    that is the key field `key_field`); None when the input has no such field or it is not
+    text."""
+    budget = budgets.per_tenant
+    if budget is None:
+        return None
+    if budget.field == key_field:
+        return key
+    value: Any = attributes
+    for part in budget.field.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 class InputLimits(BaseModel):

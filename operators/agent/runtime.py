@@ -38,12 +38,13 @@ from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.operators.agent._run_draft import RunDraft
 from streamagents.operators.agent._run_events import event_id_for
 from streamagents.operators.agent.approvals import ApprovalDecision
-from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.config import AgentConfig, tenant_of
 from streamagents.operators.agent.documents import documents_message
 from streamagents.operators.agent.durable_calls import (
     DurableCalls,
     ModelAnswer,
     ToolAnswers,
+    call_id,
     model_request_hash,
 )
 from streamagents.operators.agent.fingerprint import config_fingerprint
@@ -78,6 +79,7 @@ from streamagents.operators.agent.run_state import (
     run_id_for,
 )
 from streamagents.operators.agent.runtime_parts import runtime_parts
+from streamagents.operators.agent.tool_context import ToolContext, idempotency_key
 from streamagents.operators.agent.tool_turn import apply_tool_outcome, outcome_fits
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
@@ -138,6 +140,8 @@ class AgentRuntime:
             else None
         )
         """The call journal's look-ups and records around each call (None: no journal)."""
+        self.attempt = 0
+        """The subtask's attempt (0 at first, more after restarts), for tools' contexts."""
 
     @property
     def store(self) -> MediaStore:
@@ -368,35 +372,56 @@ class AgentRuntime:
         )
 
     async def _run_tools(self, calls: Sequence[ToolCall], state: RunState) -> ToolAnswers:
-        """The results of the turn's runnable `calls`: from the call journal when it holds
-        them, else run (in a replay job: answered from the recording unless live)."""
-        if self.durable is None:
-            return ToolAnswers(await self._run_and_offload(calls, state), [], 0)
+        """The results of the turn's runnable `calls`, each run with its `ToolContext`: from
+        the call journal when it holds them, else run (in a replay job: answered from the
+        recording unless live)."""
         pending = state.pending
         assert isinstance(pending, ToolAction)
+        action_id = pending.request_event_id
         index = {call.id: i for i, call in enumerate(pending.calls)}
-        return await self.durable.tool_calls(
-            state.run_id,
-            pending.request_event_id,
-            [(index[call.id], call) for call in calls],
-            lambda todo: self._run_and_offload(todo, state),
+        contexts = {call.id: self._tool_context(state, index[call.id]) for call in calls}
+
+        async def run(todo: Sequence[ToolCall]) -> list[ChatMessage]:
+            return await self._run_and_offload(todo, contexts, state)
+
+        if self.durable is None:
+            return ToolAnswers(await run(calls), [], 0)
+        indexed = [(index[call.id], call) for call in calls]
+        return await self.durable.tool_calls(state.run_id, action_id, indexed, run)
+
+    def _tool_context(self, state: RunState, index: int) -> ToolContext:
+        """The context of the `index`th tool call of the run's pending action."""
+        config = self.config
+        identity = call_id(config.job_id, state.run_id, state.pending.request_event_id, index)
+        return ToolContext(
+            idempotency_key=idempotency_key(identity),
+            run_id=state.run_id,
+            input_id=state.input_id,
+            key=state.key,
+            tenant=tenant_of(config.budgets, config.key_field, state.key, state.attributes),
+            attempt=self.attempt,
         )
 
     async def _run_and_offload(
-        self, calls: Sequence[ToolCall], state: RunState
+        self, calls: Sequence[ToolCall], contexts: dict[str, ToolContext], state: RunState
     ) -> list[ChatMessage]:
-        """Run the calls; their results' media above the offload threshold go to the store."""
+        """Run the calls with their contexts (by call id); their results' media above the
+        offload threshold go to the store."""
+
+        async def live(todo: Sequence[ToolCall]) -> list[ChatMessage]:
+            return await self.tools.run_all(todo, [contexts[call.id] for call in todo])
+
         if self.replay_policies is not None:  # a replay job runs no tool unless it may
             results = await answer_from_recording(
                 calls,
                 state.recorded_tools,
                 self.replay_policies,
                 state.replay_of or "(none named)",
-                self.tools.run_all,
+                live,
                 self.tools.error_result,
             )
         else:
-            results = await self.tools.run_all(calls)
+            results = await live(calls)
         threshold = self.config.offload_threshold_bytes
         if not any(has_inline_media_above(r, threshold) for r in results):
             return results

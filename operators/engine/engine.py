@@ -40,7 +40,7 @@ from streamagents.connectors.providers.failover import FailoverModel
 from streamagents.operators.agent import AgentRuntime, Outcome, RunState, Step
 from streamagents.operators.agent.approval_steps import name_the_call
 from streamagents.operators.agent.approvals import is_decision_line, read_decision_line
-from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.config import AgentConfig, tenant_of
 from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.followups import Followup
 from streamagents.operators.agent.parked_keys import run_of_call
@@ -65,7 +65,7 @@ from streamagents.operators.engine.metrics import EngineMetrics, UsageTotals
 from streamagents.operators.engine.parked_runs import ParkedRuns
 from streamagents.operators.engine.run_driver import SLOT_WAIT_S, Call, CallRunner, RunDriver
 from streamagents.operators.engine.run_usage import output_usage, spent, usage_of
-from streamagents.operators.engine.spend_budgets import Deferral, Refusal, SpendBudgets, tenant_of
+from streamagents.operators.engine.spend_budgets import Deferral, Refusal, SpendBudgets
 from streamagents.serde.messages import ChatMessage
 
 __all__ = ["DRAIN_WAIT_S", "AgentEngine"]
