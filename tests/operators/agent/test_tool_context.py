@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 from doubles import drive
-from engine_harness import harness
+from engine_harness import OPEN, harness
 
 from streamagents.connectors.mcp_servers import McpServer
 from streamagents.connectors.media import MediaStore
-from streamagents.operators.agent import AgentRuntime, tool
+from streamagents.operators.agent import AgentRuntime, ToolContext, tool
 from streamagents.operators.agent.config import AgentConfig, ModelSpec
 from streamagents.operators.agent.mcp_tools import add_mcp_tools
-from streamagents.operators.agent.tool_context import IDEMPOTENCY_META_KEY, ToolContext
+from streamagents.operators.agent.tool_context import IDEMPOTENCY_META_KEY
 from streamagents.operators.agent.tools import Tool, ToolRegistry
 from streamagents.serde.messages import ToolCall
 from streamagents.testing import EchoTestModel, ScriptedTestModel, answer, calls
@@ -83,6 +83,7 @@ def test_the_context_names_the_run_and_its_key_is_stable_across_a_restore(
     h.send_input("k", "i2", "tool:charge a")
     h.settle_all()
     h.close()
+    OPEN.remove(h)
     first, again, other_input = payments.seen
     assert again == first  # ... with the same idempotency key, for its system to dedupe
     assert other_input.idempotency_key != first.idempotency_key
@@ -98,6 +99,7 @@ def test_each_call_of_a_turn_has_its_own_key(tmp_path: Path) -> None:
     h.send_input("k", "i1", "tool:charge a;charge a")
     h.settle_all()
     h.close()
+    OPEN.remove(h)
     assert len({c.idempotency_key for c in payments.seen}) == 2
 
 
