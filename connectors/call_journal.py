@@ -180,7 +180,8 @@ class FileCallJournal:
         self._writer = uuid.uuid4().hex[:12]
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._lock = threading.Lock()
-        self._index: dict[str, JournalEntry] | None = None
+        self._index: dict[str, tuple[str, JournalEntry]] | None = None
+        """Every entry kept, by call id, with the segment that holds it."""
         self._stream: Any = None
         self._segment: str | None = None
         self._rolls = 0
@@ -192,20 +193,23 @@ class FileCallJournal:
 
     def look_up(self, call_id: str) -> JournalEntry | None:
         with self._lock:
-            return self._loaded().get(call_id)
+            found = self._loaded().get(call_id)
+            return None if found is None else found[1]
 
     def record(self, entry: JournalEntry) -> None:
         line = encode_line(entry)
         with self._lock:
-            if self._stream is None:
+            segment = self._segment
+            if self._stream is None or segment is None:
                 self._fs.create_dir(self._dir, recursive=True)
                 self._rolls += 1
                 name = f"{self._clock_ms():013d}-{self._writer}-{self._rolls:06d}"
-                self._segment = f"{self._dir}/{name}{SEGMENT_SUFFIX}"
-                self._stream = self._fs.open_output_stream(self._segment)
+                segment = f"{self._dir}/{name}{SEGMENT_SUFFIX}"
+                self._stream = self._fs.open_output_stream(segment)
+                self._segment = segment
             self._stream.write(line)
             self._stream.flush()
-            self._loaded()[entry.call_id] = entry
+            self._loaded()[entry.call_id] = (segment, entry)
 
     def roll(self) -> None:
         with self._lock:
@@ -216,14 +220,17 @@ class FileCallJournal:
 
     def prune(self, before_ms: int) -> int:
         with self._lock:
-            dropped = 0
+            dropped = set()
             for info in self._segments():
                 if info.path == self._segment or info.mtime_ns is None:
                     continue
                 if info.mtime_ns // 1_000_000 < before_ms:
                     self._fs.delete_file(info.path)
-                    dropped += 1
-            return dropped
+                    dropped.add(info.path)
+            if self._index is not None and dropped:
+                kept = {k: v for k, v in self._index.items() if v[0] not in dropped}
+                self._index = kept
+            return len(dropped)
 
     def close(self) -> None:
         """Close the current segment."""
@@ -237,10 +244,10 @@ class FileCallJournal:
             i for i in infos if i.type == pafs.FileType.File and i.path.endswith(SEGMENT_SUFFIX)
         ]
 
-    def _loaded(self) -> dict[str, JournalEntry]:
+    def _loaded(self) -> dict[str, tuple[str, JournalEntry]]:
         """The index of every segment's entries, read on first use (the lock is held)."""
         if self._index is None:
-            index: dict[str, JournalEntry] = {}
+            index: dict[str, tuple[str, JournalEntry]] = {}
             for info in sorted(self._segments(), key=lambda i: i.base_name):
                 try:
                     with self._fs.open_input_stream(info.path) as stream:
@@ -249,6 +256,6 @@ class FileCallJournal:
                     log.warning("call journal: %s is unreadable (%s); skipped", info.path, error)
                     continue
                 for entry in decode_lines(data, info.path):
-                    index[entry.call_id] = entry
+                    index[entry.call_id] = (info.path, entry)
             self._index = index
         return self._index

@@ -155,6 +155,8 @@ def test_prune_drops_old_rolled_segments_only(tmp_path: Path) -> None:
     os.utime(current, (1, 1))
     assert writer.prune(before_ms=10_000) == 1
     assert segments(tmp_path) == [current]
+    assert writer.look_up("old") is None  # its writer forgets it too: memory stays bounded
+    assert writer.look_up("current") is not None
     assert FileCallJournal(str(tmp_path), "job-a").look_up("old") is None
 
 
