@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 from engine_harness import OPEN, EngineHarness
+from spec_files import write_spec
 
 from streamagents.connectors.call_journal import CallJournal, FileCallJournal, InMemoryCallJournal
 from streamagents.connectors.media import MediaStore
+from streamagents.jobs.graph import agent_config
+from streamagents.jobs.model_choice import model_spec
+from streamagents.jobs.spec import load_spec
 from streamagents.operators.agent import AgentRuntime, tool
 from streamagents.operators.agent.config import AgentConfig, JournalConfig, ModelSpec
 from streamagents.operators.agent.tools import ToolRegistry
@@ -201,3 +205,33 @@ def test_a_journal_that_cannot_be_written_loses_nothing_and_is_counted(
     assert [o["text"] for o in h.outputs()] == ["echo: hello"]
     assert h.count("call_journal_write_failures") == 1
     assert "could not be recorded" in caplog.text
+
+
+def test_a_spec_turns_the_journal_on_beside_its_media_store(tmp_path: Path) -> None:
+    spec = """\
+name: tickets
+source:
+  files: {path: in}
+key: customer.id
+agent:
+  model: {provider: gemini, model: gemini-2.5-flash, options: {api_key: k}}
+  journal: {enabled: true, roll_s: 30}
+media_store: media
+sinks:
+  outputs: {path: out/answers}
+  dead_letters: {path: out/dead}
+"""
+    loaded = load_spec(write_spec(tmp_path, spec), {})
+    config = agent_config(loaded, model_spec(loaded.model))
+    assert config.journal == JournalConfig(enabled=True, roll_s=30)
+    runtime = AgentRuntime.from_config(config, EchoTestModel())
+    assert runtime.durable is not None
+    journal = runtime.durable.journal
+    assert isinstance(journal, FileCallJournal)
+    assert journal.directory.startswith(str(tmp_path / "media" / "journal"))
+    assert (
+        AgentRuntime.from_config(
+            config.model_copy(update={"journal": JournalConfig()}), EchoTestModel()
+        ).durable
+        is None
+    )
