@@ -9,6 +9,10 @@ answered from its entry: no request, no tool execution. A call it does not hold 
 and its result recorded as soon as it completes, with its media already in the media
 store (only refs are recorded).
 
+The look-ups and records run on the engine's loop thread, never the task thread (where
+pyarrow calls deadlock): a file journal's first look-up reads the job's segments there
+once, later ones are dictionary look-ups, and a record appends and flushes one line.
+
 The journal never fails a run: an entry that does not read back as a result is a warning
 and the call is made again; an entry that cannot be written is a warning, the result is
 used all the same, and the call counts in `unrecorded` (the `call_journal_write_failures`

@@ -4,8 +4,9 @@ A run goes input → model call → (tool calls → model call)* → output. The
 
 - `start(record, history, now_ms)` when a key's next input begins its run (task thread);
 - `perform(state, history)` on its asyncio loop: the pending model call, or all pending tool
-  calls concurrently; it never raises and changes nothing, so it may be re-issued after a
-  restore;
+  calls concurrently; it never raises and changes nothing in the run, so it may be
+  re-issued after a restore (with the call journal on, a call that completed is answered
+  from it, `durable_calls`);
 - `advance(state, outcome, now_ms, history)` with what `perform` returned (task thread);
 - `timeout(state, now_ms)` when the run's timer fires before it finished;
 - `decide`, `expire` and `abandon_parked` on a run parked for approvals (`approval_steps`).

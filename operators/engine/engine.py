@@ -27,7 +27,8 @@ passed down.
 All of it runs on the operator's task thread, through a `KeyedPort`, so the engine is
 tested against `InMemoryKeyedPort` without a job. A run restored from a checkpoint without
 a live call has its pending action performed again on its key's first timer (calls are
-at-least-once; state and outputs are exactly-once with a transactional sink).
+at-least-once, and a completed one is answered from the call journal when it is on; state
+and outputs are exactly-once with a transactional sink).
 """
 
 from __future__ import annotations
