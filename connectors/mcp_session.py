@@ -171,10 +171,17 @@ class _ServerLink:
             transport.url, http_client=client, max_sse_event_size=self.spec.max_reply_bytes
         )
 
-    async def call(self, tool: str, arguments: dict[str, Any], timeout_s: float) -> Any:
-        """The server's `CallToolResult` for one call: waiting at most `connect_timeout_s`
-        for a session of a server being (re)started, then at most `timeout_s` for the answer;
-        anything else is an `McpCallError` saying what happened."""
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        meta: dict[str, Any] | None = None,
+    ) -> Any:
+        """The server's `CallToolResult` for one call (`meta`: the request's `_meta`):
+        waiting at most `connect_timeout_s` for a session of a server being (re)started, then
+        at most `timeout_s` for the answer; anything else is an `McpCallError` saying what
+        happened."""
         name = self.spec.name
         if not self._ready.is_set():
             with anyio.move_on_after(self.spec.connect_timeout_s):
@@ -187,7 +194,7 @@ class _ServerLink:
             )
         try:
             with anyio.fail_after(timeout_s):
-                return await session.call_tool(tool, arguments)
+                return await session.call_tool(tool, arguments, meta=meta)  # type: ignore[arg-type]
         except TimeoutError:
             raise self._break(broken, f"did not answer {tool!r} within {timeout_s:g} s") from None
         except asyncio.CancelledError:
@@ -344,12 +351,14 @@ class McpSessions:
         arguments: dict[str, Any],
         timeout_s: float,
         then: Callable[[Any], _T],
+        meta: dict[str, Any] | None = None,
     ) -> concurrent.futures.Future[_T]:
-        """Call `tool` of `server` on the sessions' loop; `then` (run in a worker thread of
-        that loop) turns the result into what the future gives."""
+        """Call `tool` of `server` on the sessions' loop, with `meta` as the request's
+        `_meta`; `then` (run in a worker thread of that loop) turns the result into what the
+        future gives."""
 
         async def run() -> _T:
-            result = await self._links[server].call(tool, arguments, timeout_s)
+            result = await self._links[server].call(tool, arguments, timeout_s, meta)
             return await asyncio.to_thread(then, result)
 
         return self._submit(run())

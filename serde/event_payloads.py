@@ -187,6 +187,10 @@ class ChatResponsePayload(_Payload):
         description="Models of the chain that failed or were skipped before it "
         "(`provider/model`, in order).",
     )
+    from_journal: bool | None = Field(
+        default=None,
+        description="True when the call journal answered the call (no request was sent).",
+    )
 
 
 class ToolRequestPayload(_Payload):
@@ -217,6 +221,10 @@ class ToolResponsePayload(_Payload):
     )
     mcp_tool: str | None = Field(
         default=None, description="The tool's own name on that server (None: not an MCP tool)."
+    )
+    from_journal: bool | None = Field(
+        default=None,
+        description="True when the call journal answered the call (the tool did not run).",
     )
 
 

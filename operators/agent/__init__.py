@@ -24,6 +24,7 @@ from streamagents.operators.agent.config import (
 )
 from streamagents.operators.agent.run_state import Outcome, RunState, Step
 from streamagents.operators.agent.runtime import AgentRuntime
+from streamagents.operators.agent.tool_context import ToolContext
 from streamagents.operators.agent.tools import Tool, ToolRegistry, load_tool, tool
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "Step",
     "TelemetryConfig",
     "Tool",
+    "ToolContext",
     "ToolRegistry",
     "load_tool",
     "tool",

@@ -57,6 +57,7 @@ __all__ = [
     "FollowupConfig",
     "InputLimits",
     "InputMedia",
+    "JournalConfig",
     "MemoryConfig",
     "ModelSpec",
     "ModelTarget",
@@ -69,6 +70,7 @@ __all__ = [
     "gemini_extras_problem",
     "live_replay_problem",
     "redact_options",
+    "tenant_of",
 ]
 
 _MODEL_CONFIG = ConfigDict(frozen=True, extra="forbid")
@@ -375,6 +377,21 @@ SPEND_BUDGETS = ("per_key", "per_tenant", "per_job")
 """The spend budgets of `Budgets`, by field name."""
 
 
+def tenant_of(budgets: Budgets, key_field: str, key: str, attributes: dict[str, Any]) -> str | None:
+    """The tenant a run's input names in the field `budgets.per_tenant.field` (its key when
+    that is the key field `key_field`); None when the input has no such field or it is not
+    text."""
+    budget = budgets.per_tenant
+    if budget is None:
+        return None
+    if budget.field == key_field:
+        return key
+    value: Any = attributes
+    for part in budget.field.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 class InputLimits(BaseModel):
     """Bounds of one input line; a line over one becomes a parse dead letter naming it."""
 
@@ -522,6 +539,25 @@ ApprovalTimeout = Annotated[
     ),
 ]
 """The default wait for a decision on a tool call (`approval_timeout_s`)."""
+
+
+class JournalConfig(BaseModel):
+    """The call journal (docs/reliability.md#the-call-journal): each completed model and
+    tool call kept beside the media store, so a call made again after a restore, a source
+    replay or a rerun is answered from it instead."""
+
+    model_config = _MODEL_CONFIG
+
+    enabled: bool = Field(default=False, description="Keep and consult the call journal.")
+    roll_s: float = Field(
+        default=60.0, gt=0, description="How long a segment file is written before a new one."
+    )
+    keep_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="How long a rolled segment is kept: longer than two checkpoint intervals "
+        "plus a restart, or a restored call may be made again.",
+    )
 
 
 class FollowupConfig(BaseModel):
@@ -790,6 +826,10 @@ class AgentSettings(BaseModel):
     followups: FollowupConfig = Field(
         default_factory=FollowupConfig,
         description="Scheduled follow-ups (the built-in `schedule_followup` tool).",
+    )
+    journal: JournalConfig = Field(
+        default_factory=JournalConfig,
+        description="The call journal: completed calls answered from it, not made twice.",
     )
 
     @field_validator("mcp_servers")

@@ -21,6 +21,7 @@ from streamagents.connectors.mcp_content import result_parts
 from streamagents.connectors.mcp_servers import McpServer, mcp_tool_name
 from streamagents.connectors.mcp_session import McpSessions
 from streamagents.connectors.media import MediaStore
+from streamagents.operators.agent.tool_context import IDEMPOTENCY_META_KEY, ToolContext
 from streamagents.operators.agent.tools import (
     DEFAULT_MAX_RESULT_BYTES,
     Tool,
@@ -49,8 +50,9 @@ class _RemoteCall:
     store: MediaStore = field(repr=False)
     max_result_bytes: int
 
-    async def __call__(self, arguments: dict[str, Any]) -> list[Any]:
-        """The tool's result as parts; an error result raises (see `McpToolError`)."""
+    async def __call__(self, arguments: dict[str, Any], context: ToolContext) -> list[Any]:
+        """The tool's result as parts; an error result raises (see `McpToolError`). The
+        request's `_meta` carries the call's idempotency key (`IDEMPOTENCY_META_KEY`)."""
         store, limit = self.store, self.max_result_bytes
         future = self.sessions.call(
             self.server,
@@ -58,6 +60,7 @@ class _RemoteCall:
             arguments,
             self.timeout_s,
             lambda result: result_parts(result, store, limit),
+            meta={IDEMPOTENCY_META_KEY: context.idempotency_key},
         )
         return await asyncio.wrap_future(future)
 
@@ -109,6 +112,7 @@ def offered_tool(
         func=_RemoteCall(sessions, spec.name, listed.name, call_timeout, store, max_result_bytes),
         arguments_model=_AnyArguments,
         argument_names=("arguments",),
+        context_parameter="context",
         requires_approval=spec.needs_approval(listed.name),
         approval_timeout_s=spec.approval_timeout_s,
         server=spec.name,

@@ -84,6 +84,7 @@ def apply_model_outcome(
             cached_content=response.cached_content,
             sources=sum(len(e.sources) for e in response.evidence) or None,
             retries=response.retries,
+            from_journal=True if outcome.from_journal else None,
         ),
         upstream=pending.request_event_id,
     )

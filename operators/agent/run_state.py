@@ -207,6 +207,14 @@ class Outcome(BaseModel):
     retries: list[RetryAttempt] = Field(
         default_factory=list, description="The failed attempts it retried before giving up."
     )
+    from_journal: list[str] = Field(
+        default_factory=list,
+        description="The calls the call journal answered: the action id of a model call, "
+        "the ids of tool calls.",
+    )
+    unrecorded: int = Field(
+        default=0, ge=0, description="Completed calls the call journal could not keep."
+    )
 
 
 class _Step(BaseModel):

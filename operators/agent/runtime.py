@@ -4,8 +4,9 @@ A run goes input → model call → (tool calls → model call)* → output. The
 
 - `start(record, history, now_ms)` when a key's next input begins its run (task thread);
 - `perform(state, history)` on its asyncio loop: the pending model call, or all pending tool
-  calls concurrently; it never raises and changes nothing, so it may be re-issued after a
-  restore;
+  calls concurrently; it never raises and changes nothing in the run, so it may be
+  re-issued after a restore (with the call journal on, a call that completed is answered
+  from it, `durable_calls`);
 - `advance(state, outcome, now_ms, history)` with what `perform` returned (task thread);
 - `timeout(state, now_ms)` when the run's timer fires before it finished;
 - `decide`, `expire` and `abandon_parked` on a run parked for approvals (`approval_steps`).
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from streamagents.connectors.call_journal import CallJournal
 from streamagents.connectors.media import MediaStore, has_inline_media_above
 from streamagents.connectors.providers import ChatModel, ProviderError
 from streamagents.operators.agent import approval_steps
@@ -37,8 +39,15 @@ from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.operators.agent._run_draft import RunDraft
 from streamagents.operators.agent._run_events import event_id_for
 from streamagents.operators.agent.approvals import ApprovalDecision
-from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.config import AgentConfig, tenant_of
 from streamagents.operators.agent.documents import documents_message
+from streamagents.operators.agent.durable_calls import (
+    DurableCalls,
+    ModelAnswer,
+    ToolAnswers,
+    call_id,
+    model_request_hash,
+)
 from streamagents.operators.agent.fingerprint import config_fingerprint
 from streamagents.operators.agent.followups import TOOL_NAME as FOLLOWUP_TOOL
 from streamagents.operators.agent.followups import Followup, is_followup_line, tool_spec
@@ -67,9 +76,11 @@ from streamagents.operators.agent.run_state import (
     RunState,
     Stale,
     Step,
+    ToolAction,
     run_id_for,
 )
 from streamagents.operators.agent.runtime_parts import runtime_parts
+from streamagents.operators.agent.tool_context import ToolContext, idempotency_key
 from streamagents.operators.agent.tool_turn import apply_tool_outcome, outcome_fits
 from streamagents.operators.agent.tools import ToolRegistry
 from streamagents.serde.chat import ChatResponse
@@ -96,6 +107,7 @@ class AgentRuntime:
         tools: ToolRegistry,
         store: MediaStore,
         message_json: MessageJson | None = None,
+        journal: CallJournal | None = None,
     ) -> None:
         self.config = config
         self.model = model
@@ -126,6 +138,17 @@ class AgentRuntime:
         """The hash of what shapes the answers (prompt, models, tools), on each input event."""
         self.replay_policies = _replay_policies(config, tools) if config.replay else None
         """In a replay job, each tool's policy for calls the recording lacks (else None)."""
+        settings = config.journal
+        self.durable = (
+            DurableCalls(
+                journal, config.job_id, lambda: self.clock_ms(), settings.roll_s, settings.keep_s
+            )
+            if journal is not None
+            else None
+        )
+        """The call journal's look-ups and records around each call (None: no journal)."""
+        self.attempt = 0
+        """The subtask's attempt (0 at first, more after restarts), for tools' contexts."""
 
     @property
     def store(self) -> MediaStore:
@@ -318,12 +341,21 @@ class AgentRuntime:
                 outcome["error"] = ErrorInfo(type=type(raised).__name__, message=message)
                 if isinstance(raised, ProviderError):
                     outcome.update(attempts=raised.attempts, retries=raised.retries)
+            elif isinstance(value, ModelAnswer):
+                outcome["response"] = value.response
+                outcome["from_journal"] = [pending.request_event_id] if value.from_journal else []
+                outcome["unrecorded"] = 0 if value.recorded else 1
             else:
-                outcome["response" if model_turn else "results"] = value
+                outcome.update(
+                    results=value.results,
+                    from_journal=value.from_journal,
+                    unrecorded=value.unrecorded,
+                )
         outcome["latency_ms"] = (time.monotonic() - started) * 1000
         return Outcome(**outcome)
 
-    async def _call_model(self, state: RunState, history: Sequence[ChatMessage]) -> ChatResponse:
+    async def _call_model(self, state: RunState, history: Sequence[ChatMessage]) -> ModelAnswer:
+        """The pending model call's response: from the call journal when it holds it."""
         request: list[ChatMessage] = []
         if self.config.system_prompt:
             request.append(ChatMessage.system(self.config.system_prompt))
@@ -334,24 +366,72 @@ class AgentRuntime:
         generation = self.config.model.generation
         if state.interaction_id is not None:
             generation = {**generation, "previous_interaction_id": state.interaction_id}
-        response = await self.model.achat(request, self.tool_specs, **generation)
-        if has_inline_media_above(response.message, 0):
-            message = await asyncio.to_thread(self.store.offload, response.message, 0)
-            response = response.model_copy(update={"message": message})
-        return response
 
-    async def _run_tools(self, calls: Sequence[ToolCall], state: RunState) -> list[ChatMessage]:
+        async def call() -> ChatResponse:
+            response = await self.model.achat(request, self.tool_specs, **generation)
+            if has_inline_media_above(response.message, 0):
+                message = await asyncio.to_thread(self.store.offload, response.message, 0)
+                response = response.model_copy(update={"message": message})
+            return response
+
+        if self.durable is None:
+            return ModelAnswer(await call(), from_journal=False, recorded=True)
+        hashed = model_request_hash(self.fingerprint, request, generation)
+        return await self.durable.model_call(
+            state.run_id, state.pending.request_event_id, hashed, call
+        )
+
+    async def _run_tools(self, calls: Sequence[ToolCall], state: RunState) -> ToolAnswers:
+        """The results of the turn's runnable `calls`, each run with its `ToolContext`: from
+        the call journal when it holds them, else run (in a replay job: answered from the
+        recording unless live)."""
+        pending = state.pending
+        assert isinstance(pending, ToolAction)
+        action_id = pending.request_event_id
+        index = {call.id: i for i, call in enumerate(pending.calls)}
+        contexts = {call.id: self._tool_context(state, index[call.id]) for call in calls}
+
+        async def run(todo: Sequence[ToolCall]) -> list[ChatMessage]:
+            return await self._run_and_offload(todo, contexts, state)
+
+        if self.durable is None:
+            return ToolAnswers(await run(calls), [], 0)
+        indexed = [(index[call.id], call) for call in calls]
+        return await self.durable.tool_calls(state.run_id, action_id, indexed, run)
+
+    def _tool_context(self, state: RunState, index: int) -> ToolContext:
+        """The context of the `index`th tool call of the run's pending action."""
+        config = self.config
+        identity = call_id(config.job_id, state.run_id, state.pending.request_event_id, index)
+        return ToolContext(
+            idempotency_key=idempotency_key(identity),
+            run_id=state.run_id,
+            input_id=state.input_id,
+            key=state.key,
+            tenant=tenant_of(config.budgets, config.key_field, state.key, state.attributes),
+            attempt=self.attempt,
+        )
+
+    async def _run_and_offload(
+        self, calls: Sequence[ToolCall], contexts: dict[str, ToolContext], state: RunState
+    ) -> list[ChatMessage]:
+        """Run the calls with their contexts (by call id); their results' media above the
+        offload threshold go to the store."""
+
+        async def live(todo: Sequence[ToolCall]) -> list[ChatMessage]:
+            return await self.tools.run_all(todo, [contexts[call.id] for call in todo])
+
         if self.replay_policies is not None:  # a replay job runs no tool unless it may
             results = await answer_from_recording(
                 calls,
                 state.recorded_tools,
                 self.replay_policies,
                 state.replay_of or "(none named)",
-                self.tools.run_all,
+                live,
                 self.tools.error_result,
             )
         else:
-            results = await self.tools.run_all(calls)
+            results = await live(calls)
         threshold = self.config.offload_threshold_bytes
         if not any(has_inline_media_above(r, threshold) for r in results):
             return results
@@ -451,7 +531,9 @@ class AgentRuntime:
         return approval_steps.abandon_parked(self.context, state, now_ms)
 
     async def aclose(self) -> None:
-        """Close the model client and the tools' thread pool."""
+        """Close the model client, the tools' thread pool and the call journal's segment."""
+        if self.durable is not None:
+            self.durable.journal.roll()
         self.tools.close()
         await self.model.aclose()
 

@@ -1,10 +1,11 @@
 """What `AgentRuntime.from_config` builds from an `AgentConfig`: the model, the tools (its
-MCP servers' included) and the media store the config names."""
+MCP servers' included), the media store and the call journal the config names."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from streamagents.connectors.call_journal import CallJournal, FileCallJournal
 from streamagents.connectors.mcp_servers import McpServer, require_mcp
 from streamagents.connectors.media import MediaStore
 from streamagents.connectors.providers import ChatModel, PrefixCache, create_model
@@ -23,10 +24,12 @@ class RuntimeParts(NamedTuple):
     tools: ToolRegistry
     store: MediaStore
     message_json: MessageJson
+    journal: CallJournal | None
 
 
 def runtime_parts(config: AgentConfig, model: ChatModel | None = None) -> RuntimeParts:
-    """Build the model (unless one is given), tools and media store a config names."""
+    """Build the model (unless one is given), tools, media store and call journal (beside
+    the store, when `journal.enabled`) a config names."""
     store = MediaStore(config.media_store)
     message_json = MessageJson()
     if model is None:
@@ -43,7 +46,8 @@ def runtime_parts(config: AgentConfig, model: ChatModel | None = None) -> Runtim
         from streamagents.operators.agent.mcp_tools import add_mcp_tools  # needs the mcp extra
 
         add_mcp_tools(tools, servers, store)
-    return RuntimeParts(model, tools, store, message_json)
+    journal = FileCallJournal(config.media_store, config.job_id) if config.journal.enabled else None
+    return RuntimeParts(model, tools, store, message_json, journal)
 
 
 def started_servers(config: AgentConfig) -> list[McpServer]:

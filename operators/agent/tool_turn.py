@@ -46,7 +46,9 @@ def apply_tool_outcome(run: RunDraft, pending: ToolAction, outcome: Outcome) -> 
         )
         return fail(run, error, dead_letter=True)
     results = dict(zip(call_ids, outcome.results, strict=True))
-    return record_results(run, pending, results, outcome.latency_ms)
+    return record_results(
+        run, pending, results, outcome.latency_ms, from_journal=frozenset(outcome.from_journal)
+    )
 
 
 def record_results(
@@ -56,11 +58,13 @@ def record_results(
     latency_ms: float | None,
     approvals: list[PendingApproval] | None = None,
     settled: dict[str, str] | None = None,
+    from_journal: frozenset[str] = frozenset(),
 ) -> Step:
     """Log results that came in; end the turn when every call has one, else wait on.
 
     `approvals` replaces the turn's approval entries when given; `settled` is what the
-    step settled, for the engine to remember."""
+    step settled, for the engine to remember; `from_journal` the calls whose results the
+    call journal answered (their events say so)."""
     done = {**pending.done, **results}
     for call, request_id in zip(pending.calls, pending.request_event_ids, strict=True):
         if call.id in results:
@@ -68,6 +72,7 @@ def record_results(
                 ToolResponsePayload(
                     tool_results=run.loggable([results[call.id]]),
                     latency_ms=latency_ms,
+                    from_journal=True if call.id in from_journal else None,
                     **run.context.tools.origin(call.name),
                 ),
                 upstream=request_id,

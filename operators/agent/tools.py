@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from streamagents.operators.agent._result_or_error import result_or_error
 from streamagents.operators.agent._tool_threads import ToolThreads, ToolThreadsExhausted
+from streamagents.operators.agent.tool_context import ToolContext
 from streamagents.serde.chat import ToolSpec
 from streamagents.serde.messages import (
     AudioPart,
@@ -211,8 +212,9 @@ def provider_schema(schema: dict[str, Any], max_bytes: int | None = None) -> dic
 
 def _parameter_model(
     func: Callable[..., Any], name: str, docs: dict[str, str]
-) -> tuple[type[BaseModel], list[str]]:
-    """Build a pydantic model of `func`'s parameters; returns it and the parameter names."""
+) -> tuple[type[BaseModel], list[str], str | None]:
+    """Build a pydantic model of `func`'s parameters the model fills; returns it, their
+    names, and the name of the parameter annotated `ToolContext` (None: no such one)."""
     signature = inspect.signature(func)
     try:
         hints = get_type_hints(func, include_extras=True)
@@ -220,12 +222,18 @@ def _parameter_model(
         raise TypeError(f"tool {name!r}: cannot resolve its type hints ({exc})") from None
     fields: dict[str, Any] = {}
     names: list[str] = []
+    context_parameter = None
     for index, (pname, param) in enumerate(signature.parameters.items()):
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         if param.kind is param.POSITIONAL_ONLY:
             raise TypeError(f"tool {name!r}: positional-only parameter {pname!r} is not supported")
         annotation = hints.get(pname, Any)
+        if annotation is ToolContext:
+            if context_parameter is not None:
+                raise TypeError(f"tool {name!r}: two parameters are annotated ToolContext")
+            context_parameter = pname
+            continue
         default = ... if param.default is param.empty else param.default
         fields[f"p{index}"] = (
             annotation,
@@ -237,7 +245,7 @@ def _parameter_model(
         __config__=ConfigDict(extra="forbid", populate_by_name=False),
         **fields,
     )
-    return model, names
+    return model, names, context_parameter
 
 
 @dataclass(frozen=True)
@@ -259,6 +267,8 @@ class Tool:
     """Whether an approving decision may change the call's arguments."""
     by_tool_name: bool = False
     """Whether a decision may name the call by this tool's name instead of its call_id."""
+    context_parameter: str | None = None
+    """The parameter annotated `ToolContext`, given the call's context (not the model's)."""
 
     @classmethod
     def from_function(
@@ -293,7 +303,7 @@ class Tool:
             raise TypeError(f"a tool must be callable, not {type(func).__name__}")
         tool_name = name or getattr(func, "__name__", None) or type(func).__name__
         doc_description, docs = _parse_docstring(inspect.getdoc(func))
-        model, names = _parameter_model(func, tool_name, docs)
+        model, names, context_parameter = _parameter_model(func, tool_name, docs)
         parameters = provider_schema(model.model_json_schema(by_alias=True))
         ToolSpec(name=tool_name, description="", parameters=parameters)  # validates the name
         return cls(
@@ -309,6 +319,7 @@ class Tool:
             approval_timeout_s=approval_timeout_s,
             allow_edits=allow_edits,
             by_tool_name=by_tool_name,
+            context_parameter=context_parameter,
         )
 
     def needs_approval(self, arguments: dict[str, Any]) -> bool:
@@ -532,8 +543,9 @@ class ToolRegistry:
             self._specs = [t.spec() for t in self._tools.values()]
         return list(self._specs)
 
-    async def run(self, call: ToolCall) -> ChatMessage:
-        """Run one call; never raises: failures become results with `is_error=True`."""
+    async def run(self, call: ToolCall, context: ToolContext | None = None) -> ChatMessage:
+        """Run one call; never raises: failures become results with `is_error=True`. A tool
+        that asks for a `ToolContext` is given `context` (an error result without one)."""
         found = self._tools.get(call.name)
         if found is None:
             available = ", ".join(self._tools) or "none"
@@ -548,6 +560,10 @@ class ToolRegistry:
                 for err in exc.errors(include_input=False, include_url=False)
             )
             return self.error_result(call, f"invalid arguments for tool {call.name!r}: {problems}")
+        if found.context_parameter is not None:
+            if context is None:
+                return self.error_result(call, f"tool {call.name!r} was given no ToolContext")
+            kwargs[found.context_parameter] = context
         try:
             if found.is_async:
                 value, raised = await asyncio.wait_for(
@@ -582,9 +598,14 @@ class ToolRegistry:
             )
         return result
 
-    async def run_all(self, calls: Sequence[ToolCall]) -> list[ChatMessage]:
-        """Run the calls of one model turn concurrently; results keep the calls' order."""
-        return list(await asyncio.gather(*(self.run(call) for call in calls)))
+    async def run_all(
+        self, calls: Sequence[ToolCall], contexts: Sequence[ToolContext | None] = ()
+    ) -> list[ChatMessage]:
+        """Run the calls of one model turn concurrently, each with its context (`contexts`
+        in the calls' order, or none); results keep the calls' order."""
+        given = list(contexts) or [None] * len(calls)
+        runs = (self.run(call, context) for call, context in zip(calls, given, strict=True))
+        return list(await asyncio.gather(*runs))
 
     @staticmethod
     def error_result(call: ToolCall, message: str) -> ChatMessage:

@@ -27,7 +27,8 @@ passed down.
 All of it runs on the operator's task thread, through a `KeyedPort`, so the engine is
 tested against `InMemoryKeyedPort` without a job. A run restored from a checkpoint without
 a live call has its pending action performed again on its key's first timer (calls are
-at-least-once; state and outputs are exactly-once with a transactional sink).
+at-least-once, and a completed one is answered from the call journal when it is on; state
+and outputs are exactly-once with a transactional sink).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from streamagents.connectors.providers.failover import FailoverModel
 from streamagents.operators.agent import AgentRuntime, Outcome, RunState, Step
 from streamagents.operators.agent.approval_steps import name_the_call
 from streamagents.operators.agent.approvals import is_decision_line, read_decision_line
-from streamagents.operators.agent.config import AgentConfig
+from streamagents.operators.agent.config import AgentConfig, tenant_of
 from streamagents.operators.agent.emitted_records import DeadLetter
 from streamagents.operators.agent.followups import Followup
 from streamagents.operators.agent.parked_keys import run_of_call
@@ -65,7 +66,7 @@ from streamagents.operators.engine.metrics import EngineMetrics, UsageTotals
 from streamagents.operators.engine.parked_runs import ParkedRuns
 from streamagents.operators.engine.run_driver import SLOT_WAIT_S, Call, CallRunner, RunDriver
 from streamagents.operators.engine.run_usage import output_usage, spent, usage_of
-from streamagents.operators.engine.spend_budgets import Deferral, Refusal, SpendBudgets, tenant_of
+from streamagents.operators.engine.spend_budgets import Deferral, Refusal, SpendBudgets
 from streamagents.serde.messages import ChatMessage
 
 __all__ = ["DRAIN_WAIT_S", "AgentEngine"]
@@ -492,10 +493,15 @@ class AgentEngine:
         yield from self._continue(step, usage_of(call.state), call.history, now_ms, phase)
 
     def _observe(self, call: Call, timed: Timed[Outcome]) -> None:
-        """Fold a finished call into the poll schedule, and a model call into the metrics:
-        its latency, the model that answered, the failover chain's breakers."""
+        """Fold a finished call into the poll schedule, the call journal's answers and
+        failed records into the metrics, and a model call too: its latency, the model that
+        answered, the failover chain's breakers."""
         self._driver.observe(call, timed)
         outcome = timed.value
+        if outcome.from_journal:
+            self._metrics.calls_from_journal.inc(len(outcome.from_journal))
+        if outcome.unrecorded:
+            self._metrics.call_journal_write_failures.inc(outcome.unrecorded)
         if outcome.kind != "model":
             return
         self._metrics.model_latency(outcome.latency_ms)

@@ -101,6 +101,8 @@ class EngineMetrics:
         self._microusd_left = 0.0  # the fraction of a millionth not counted yet
         self.dead_letters = group.counter("dead_letters")
         self.calls_reissued = group.counter("calls_reissued")
+        self.calls_from_journal = group.counter("calls_from_journal")
+        self.call_journal_write_failures = group.counter("call_journal_write_failures")
         self.histories_expired = group.counter("histories_expired")
         self.in_flight = Level(group.counter("in_flight"))
         self.busy_keys = Level(group.counter("busy_keys"))

@@ -33,16 +33,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from streamagents.operators.agent.config import Budgets, SpendBudget
+from streamagents.operators.agent.config import Budgets, SpendBudget, tenant_of
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_endings import budget_error
 from streamagents.operators.agent.run_state import RunState
 from streamagents.operators.engine.keyed_state import SpendState
 from streamagents.operators.engine.rolling_spend import RollingSpend, Spent
 
-__all__ = ["Deferral", "Refusal", "SpendBudgets", "tenant_of"]
+__all__ = ["Deferral", "Refusal", "SpendBudgets"]
 
 
 @dataclass(frozen=True)
@@ -63,21 +63,6 @@ class Deferral:
 
     since_ms: int
     until_ms: int
-
-
-def tenant_of(budgets: Budgets, key_field: str, key: str, attributes: dict[str, Any]) -> str | None:
-    """The tenant a run's input names in the field `budgets.per_tenant.field` (its key when
-    that is the key field `key_field`); None when the input has no such field or it is not
-    text."""
-    budget = budgets.per_tenant
-    if budget is None:
-        return None
-    if budget.field == key_field:
-        return key
-    value: Any = attributes
-    for part in budget.field.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value if isinstance(value, str) and value else None
 
 
 class SpendBudgets:

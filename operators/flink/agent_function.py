@@ -90,6 +90,7 @@ class AgentFunction(KeyedProcessFunction):
         runtime = self._off_task(self._runtime_factory, self._config)
         self._off_task(runtime.model.prepare)
         runtime.store = TaskThreadStore(runtime.store, self._steps)
+        runtime.attempt = _attempt(runtime_context)
         self._runtime = runtime
         self._loop = EngineLoop(self._config.max_in_flight).start()
         # Build the model's client while the rest of open() and Flink's restore run: a
@@ -129,7 +130,7 @@ class AgentFunction(KeyedProcessFunction):
             emitter,
         )
         self._watch = TaskWatch(self.close)
-        if _attempt(runtime_context) == 0:
+        if runtime.attempt == 0:
             freeze_long_lived()
         else:  # a restart: its subtasks' restored calls do not wait behind the collection
             freeze_soon()

@@ -124,6 +124,13 @@ def garble(ctx: Context) -> str:
 
 
 @server.tool()
+def request_meta(ctx: Context) -> str:
+    """The `_meta` of its own request, as JSON (what a client sent along with the call)."""
+    meta = ctx.request_context.meta
+    return json.dumps(dict(meta) if meta else {}, sort_keys=True, default=str)
+
+
+@server.tool()
 def delete_everything() -> str:
     """A tool no agent should be offered."""
     return "deleted"

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from streamagents.operators.agent import RunState
-from streamagents.operators.agent.config import Budgets, SpendBudget, TenantSpendBudget
+from streamagents.operators.agent.config import Budgets, SpendBudget, TenantSpendBudget, tenant_of
 from streamagents.operators.agent.records import ErrorInfo
 from streamagents.operators.agent.run_state import ModelAction
 from streamagents.operators.engine.keyed_state import declare
 from streamagents.operators.engine.memory_port import InMemoryKeyedPort
 from streamagents.operators.engine.rolling_spend import Spent
-from streamagents.operators.engine.spend_budgets import Deferral, Refusal, SpendBudgets, tenant_of
+from streamagents.operators.engine.spend_budgets import Deferral, Refusal, SpendBudgets
 
 T0 = 1_000_000
 
