@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamagents.connectors.eventlog import DamagedFile, read_events
 from streamagents.jobs.cli.eventlog import add_in_progress_flag, report_damaged
-from streamagents.jobs.spec.yaml_source import expand_env
+from streamagents.jobs.spec.yaml_source import expand_assignments
 from streamagents.jobs.telemetry.otlp_export import export_http, otlp_json
 from streamagents.operators.telemetry.sdk_spans import OtelMissingError, require_otel
 from streamagents.operators.telemetry.spans import spans_from_events
@@ -55,15 +55,10 @@ def _fail(message: str) -> int:
 def _export(args: argparse.Namespace) -> int:
     if not args.json and not args.endpoint:
         return _fail("say where the spans go: --json FILE and/or --endpoint URL")
-    headers = {}
-    for header in args.header:
-        name, sep, value = header.partition("=")
-        if not sep or not name.strip():
-            return _fail(f"--header wants NAME=VALUE, got {name.strip()!r} without '='")
-        try:  # a token is given as ${NAME}, so it is not on the command line
-            headers[name.strip()] = expand_env(value)
-        except ValueError as exc:
-            return _fail(f"--header {name.strip()}: {exc}")
+    try:
+        headers = expand_assignments(args.header, "--header")
+    except ValueError as exc:
+        return _fail(str(exc))
     try:
         require_otel()
     except OtelMissingError as error:

@@ -23,7 +23,7 @@ from typing import Any
 from streamagents.connectors.connector_jars import JarFetchError, cached_jar
 from streamagents.jobs.cluster.standalone import free_port
 from streamagents.jobs.spec import SpecError, load_spec
-from streamagents.jobs.spec.yaml_source import expand_env
+from streamagents.jobs.spec.yaml_source import expand_assignments
 
 __all__ = ["LogTopic", "LogTopicError", "add_topic_options", "copy_topic", "log_topic"]
 
@@ -100,15 +100,10 @@ def log_topic(args: argparse.Namespace) -> LogTopic | None:
         return _from_spec(args.log_spec, args.log_topic)
     if args.bootstrap_servers is None or not args.bootstrap_servers.strip():
         raise LogTopicError("--log-topic needs --bootstrap-servers, or --log-spec for them")
-    properties = {}
-    for item in args.kafka_property:
-        name, equals, value = item.partition("=")
-        if not equals or not name.strip():
-            raise LogTopicError(f"--kafka-property takes KEY=VALUE, not {name.strip()!r}...")
-        try:  # a password is given as ${NAME}, so it is not on the command line
-            properties[name.strip()] = expand_env(value)
-        except ValueError as exc:
-            raise LogTopicError(f"--kafka-property {name.strip()}: {exc}") from None
+    try:
+        properties = expand_assignments(args.kafka_property, "--kafka-property")
+    except ValueError as exc:
+        raise LogTopicError(str(exc)) from None
     return LogTopic(args.log_topic, args.bootstrap_servers.strip(), properties, _cached_jar(), None)
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "SourceMap",
     "YamlRuleError",
     "YamlSyntaxError",
+    "expand_assignments",
     "expand_env",
     "load_yaml",
 ]
@@ -215,6 +216,22 @@ def expand_env(value: str, environ: Mapping[str, str] | None = None) -> str:
     if loaded.missing:
         names = ", ".join(name for names in loaded.missing.values() for name in names)
         raise ValueError(f"{names} is not set")
+    return expanded
+
+
+def expand_assignments(items: list[str], flag: str) -> dict[str, str]:
+    """Command-line `NAME=VALUE` items (`--header`, `--kafka-property`) as a mapping, each
+    value through `expand_env` (so a secret is given as `${NAME}`, not on the command line);
+    an item without `=` or with a variable that is not set is a `ValueError` naming `flag`."""
+    expanded = {}
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not equals or not name.strip():
+            raise ValueError(f"{flag} takes NAME=VALUE, not {name.strip()!r} without '='")
+        try:
+            expanded[name.strip()] = expand_env(value)
+        except ValueError as exc:
+            raise ValueError(f"{flag} {name.strip()}: {exc}") from None
     return expanded
 
 

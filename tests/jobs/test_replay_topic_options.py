@@ -80,7 +80,7 @@ def test_a_production_spec_gives_the_connection_of_its_event_log_topic(
         (["--log", "l", "--log-topic", "t"], "not both"),
         (["--bootstrap-servers", "k:9092"], "need --log-topic"),
         (["--log-topic", "t"], "needs --bootstrap-servers"),
-        (["--log-topic", "t", "--bootstrap-servers", "k:1", "--kafka-property", "x"], "KEY=VALUE"),
+        (["--log-topic", "t", "--bootstrap-servers", "k:1", "--kafka-property", "x"], "NAME=VALUE"),
         (["--log-spec", "SPEC", "--bootstrap-servers", "k:1"], "leave out --bootstrap-servers"),
         (["--log-spec", "SPEC"], "logs to files"),
         (["--log-spec", "MISSING"], "invalid job spec"),

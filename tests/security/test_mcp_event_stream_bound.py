@@ -4,15 +4,13 @@ one over it is cut off and the stream reopened, and the session goes on serving 
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_http import mcp_http_server
 
 from streamagents.connectors.mcp_servers import McpServer
 from streamagents.connectors.mcp_session import McpSessions
@@ -25,27 +23,8 @@ LIMIT = 64 * 1024
 @pytest.fixture
 def http_url() -> Iterator[str]:
     """mcp_event_stream_server over streamable HTTP on 127.0.0.1."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.kill()
-        process.wait()
+    with mcp_http_server(lambda port: [str(SERVER), str(port)]) as url:
+        yield url
 
 
 def _call(sessions: McpSessions, tool: str, **arguments: Any) -> Any:

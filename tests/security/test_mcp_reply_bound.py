@@ -3,8 +3,6 @@ fails, the session restarts, and the job never holds more of it than the bound."
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -12,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_http import mcp_http_server
 
 from streamagents.connectors.mcp_servers import McpServer
 from streamagents.connectors.mcp_session import McpCallError, McpSessions
@@ -24,27 +23,8 @@ LIMIT = 256 * 1024
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
     """mcp_media_server over streamable HTTP on 127.0.0.1."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port), "tok"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.kill()
-        process.wait()
+    with mcp_http_server(lambda port: [str(SERVER), "http", str(port), "tok"]) as url:
+        yield url
 
 
 def _call(sessions: McpSessions, times: int) -> Any:

@@ -9,10 +9,7 @@ import base64
 import io
 import json
 import logging
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +17,7 @@ from typing import Any
 import fastavro
 import pytest
 from doubles import calls_reply, drive, function_responses
+from mcp_http import mcp_http_server
 from mcp_media_server import PDF, PNG, WAV
 from provider_wire import blob_bytes, snake, wire_bytes
 
@@ -378,27 +376,8 @@ def test_a_server_that_answers_garbage_offers_no_tools_and_the_runtime_still_run
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:
     """mcp_media_server over streamable HTTP on 127.0.0.1, wanting `Bearer s3cret-token-42`."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port), "s3cret-token-42"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.kill()
-        process.wait()
+    with mcp_http_server(lambda port: [str(SERVER), "http", str(port), "s3cret-token-42"]) as url:
+        yield url
 
 
 def test_a_streamable_http_server_gets_its_headers_and_serves_its_tools(
