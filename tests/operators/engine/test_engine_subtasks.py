@@ -20,7 +20,7 @@ from __future__ import annotations
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from engine_harness import EngineHarness, harness
 from engine_job import EngineJob, JobCheckpoint
@@ -93,10 +93,12 @@ class JobMachine(RuleBasedStateMachine):
         max_waiting=st.integers(1, 4),
         spend=st.sampled_from(["dead_letter", "defer"]),
     )
-    def start(self, max_in_flight: int, max_waiting: int, spend: str) -> None:
+    def start(
+        self, max_in_flight: int, max_waiting: int, spend: Literal["dead_letter", "defer"]
+    ) -> None:
         budget = TenantSpendBudget(
             tokens=BUDGET_TOKENS, window_s=WINDOW_MS // 1000, on_exceeded=spend, field="tenant"
-        )  # type: ignore[arg-type]
+        )
         subtasks = [
             harness(
                 Path(tempfile.mkdtemp(prefix="engine-subtasks-")),
