@@ -1,4 +1,5 @@
-"""Tools the runtime tests load by import path ("runtime_tools:camera")."""
+"""Tools the runtime tests load by import path ("runtime_tools:camera"), and the order tools
+the engine's state machines give their agent (`lookup`, `refund` that waits for approval)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,23 @@ def camera(name: str) -> list:
         name: Which camera, e.g. "north".
     """
     return [f"picture from {name}", ImagePart(data=PNG, mime_type="image/png")]
+
+
+@tool
+def lookup(order: str) -> str:
+    """Look an order up.
+
+    Args:
+        order: Order number.
+    """
+    return f"{order} delivered"
+
+
+@tool(requires_approval=True, approval_timeout_s=60)
+def refund(order: str) -> str:
+    """Refund an order.
+
+    Args:
+        order: Order number.
+    """
+    return f"refunded {order}"

@@ -38,8 +38,9 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from runtime_tools import lookup, refund
 
-from streamagents.operators.agent import RunState, tool
+from streamagents.operators.agent import RunState
 from streamagents.operators.agent.config import (
     Budgets,
     FollowupConfig,
@@ -61,26 +62,6 @@ of its runs and id-less inputs (which expire with the history)."""
 KEPT_STATE = {"approvals_settled", "spend_key", "spend_tenant"}
 """Keyed state a key keeps past its memory's expiry: how its latest approvals were
 settled (docs/approvals.md) and its spend windows."""
-
-
-@tool
-def lookup(order: str) -> str:
-    """Look an order up.
-
-    Args:
-        order: Order number.
-    """
-    return f"{order} delivered"
-
-
-@tool(requires_approval=True, approval_timeout_s=60)
-def refund(order: str) -> str:
-    """Refund an order.
-
-    Args:
-        order: Order number.
-    """
-    return f"refunded {order}"
 
 
 TEXTS = {

@@ -27,8 +27,8 @@ from engine_job import EngineJob, JobCheckpoint
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from runtime_tools import lookup, refund
 
-from streamagents.operators.agent import tool
 from streamagents.operators.agent.config import Budgets, TenantSpendBudget
 from streamagents.testing import EchoTestModel
 
@@ -47,26 +47,6 @@ BUDGET_TOKENS = 10
 WINDOW_MS = 60_000
 
 TEXTS = {"plain": "hello", "tool": "tool:lookup A1", "approval": "tool:refund A2"}
-
-
-@tool
-def lookup(order: str) -> str:
-    """Look an order up.
-
-    Args:
-        order: Order number.
-    """
-    return f"{order} delivered"
-
-
-@tool(requires_approval=True, approval_timeout_s=60)
-def refund(order: str) -> str:
-    """Refund an order.
-
-    Args:
-        order: Order number.
-    """
-    return f"refunded {order}"
 
 
 def tokens(response: dict[str, Any]) -> int:
